@@ -1,0 +1,3 @@
+"""schedulerstream: a distributed cron scheduler on Apache Kafka."""
+
+__version__ = "0.1.0"

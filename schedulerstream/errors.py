@@ -1,0 +1,46 @@
+"""The one exception hierarchy of schedulerstream."""
+
+
+class SchedulerStreamError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(SchedulerStreamError):
+    """A setting or environment variable is missing or invalid."""
+
+
+class ValidationError(SchedulerStreamError):
+    """User input is invalid; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class CronSyntaxError(ValidationError):
+    """A cron expression does not parse; ``field`` names the cron field."""
+
+
+class UnknownTimeZoneError(ValidationError):
+    """A time zone name is not a known IANA zone."""
+
+
+class CodecError(SchedulerStreamError):
+    """Bytes could not be decoded into an event (bad marker, unknown schema, corrupt body)."""
+
+
+class BrokerError(SchedulerStreamError):
+    """The local Kafka broker could not be fetched, started, stopped or reached."""
+
+
+class TopologyError(SchedulerStreamError):
+    """Topics on the cluster disagree with the declared topology."""
+
+
+class StateError(SchedulerStreamError):
+    """A local state store is missing, corrupt, or out of step with its changelog."""
+
+
+class FencedError(SchedulerStreamError):
+    """This instance's transactional producer was fenced: another owner took over."""

@@ -1,0 +1,1 @@
+"""Everything that talks to Kafka: the local broker, client configs, topics."""

@@ -1,0 +1,298 @@
+"""A real single-node KRaft Apache Kafka broker for development and tests.
+
+The jars come from Maven Central (pinned by ``docker/kafka-pom.xml``) or from ``KAFKA_HOME``;
+the broker runs detached with its data, log and pid under ``{data_dir}/kafka``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedulerstream.errors import BrokerError
+from schedulerstream.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POM_PATH = REPO_ROOT / "docker" / "kafka-pom.xml"
+
+BROKER_SETTINGS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "12",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "12",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "250",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    "log.cleaner.backoff.ms": "1000",
+    "num.network.threads": "3",
+    "num.io.threads": "4",
+}
+
+LOG4J2_CONFIG = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.request.logger
+        level: WARN
+      - name: org.apache.kafka.controller
+        level: WARN
+      - name: kafka.log.LogCleaner
+        level: WARN
+"""
+
+
+@dataclass(frozen=True)
+class BrokerPaths:
+    """Where one local broker keeps its files."""
+
+    root: Path
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "server.properties"
+
+    @property
+    def log4j(self) -> Path:
+        return self.root / "log4j2.yaml"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "broker.log"
+
+    @property
+    def pid(self) -> Path:
+        return self.root / "broker.pid"
+
+
+def parse_address(bootstrap: str) -> tuple[str, int]:
+    """The first host:port of a bootstrap list."""
+    first = bootstrap.split(",")[0].strip()
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise BrokerError(f"SCHEDULERSTREAM_BOOTSTRAP_SERVERS {bootstrap!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
+    """True when a Kafka broker answers a metadata request at ``bootstrap``."""
+    host, port = parse_address(bootstrap)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError:
+        return False
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception:
+        return False
+    return bool(metadata.brokers)
+
+
+class LocalBroker:
+    """Fetch, format, start, stop and query the local broker described by ``settings``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.host, self.port = parse_address(settings.bootstrap_servers)
+        self.paths = BrokerPaths(Path(settings.data_dir).resolve() / "kafka")
+
+    # -- jars -------------------------------------------------------------------------------
+    def jars_dir(self) -> Path:
+        """A directory holding the Kafka jars, fetching them with Maven if needed."""
+        cached = Path(self.settings.cache_dir) / f"kafka-{self.settings.kafka_version}" / "libs"
+        if (cached / f"kafka_2.13-{self.settings.kafka_version}.jar").exists():
+            return cached
+        if shutil.which("mvn") is None:
+            kafka_home = os.environ.get("KAFKA_HOME")
+            if kafka_home and (Path(kafka_home) / "libs").is_dir():
+                return Path(kafka_home) / "libs"
+            raise BrokerError("Maven (mvn) is not on PATH and KAFKA_HOME is not set")
+        if not POM_PATH.exists():
+            raise BrokerError(f"the Kafka pom {POM_PATH} is missing (run from a checkout)")
+        partial = cached.with_name("libs.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        command = [
+            "mvn", "-q", "-B", "-f", str(POM_PATH),
+            f"-Dkafka.version={self.settings.kafka_version}",
+            "dependency:copy-dependencies", f"-DoutputDirectory={partial}",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerError(f"mvn could not fetch Kafka jars:\n{result.stdout}{result.stderr}")
+        shutil.rmtree(cached, ignore_errors=True)
+        partial.rename(cached)
+        return cached
+
+    def _java(self) -> str:
+        java_home = os.environ.get("JAVA_HOME")
+        if java_home and (Path(java_home) / "bin" / "java").exists():
+            return str(Path(java_home) / "bin" / "java")
+        java = shutil.which("java")
+        if java is None:
+            raise BrokerError("java is not on PATH and JAVA_HOME is not set (Java 17+ needed)")
+        return java
+
+    # -- config and storage ------------------------------------------------------------------
+    def _write_config(self) -> None:
+        controller = f"{self.host}:{self.port + 1}"
+        props = dict(BROKER_SETTINGS)
+        props.update(
+            {
+                "controller.quorum.voters": f"1@{controller}",
+                "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{controller}",
+                "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+                "log.dirs": str(self.paths.data),
+            }
+        )
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.paths.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.paths.log4j.write_text(LOG4J2_CONFIG)
+
+    def _format(self, jars: Path) -> None:
+        if (self.paths.data / "meta.properties").exists():
+            return
+        command = [
+            self._java(), "-cp", f"{jars}/*", "kafka.tools.StorageTool", "format",
+            "-t", uuid.uuid4().hex[:22], "-c", str(self.paths.config), "--ignore-formatted",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerError(f"kafka storage format failed:\n{result.stdout}{result.stderr}")
+
+    # -- process -----------------------------------------------------------------------------
+    def recorded_pid(self) -> int | None:
+        """The pid of the broker this data dir started, if that process is alive."""
+        try:
+            pid = int(self.paths.pid.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def answers(self) -> bool:
+        return broker_answers(self.settings.bootstrap_servers)
+
+    def up(self, timeout: float = 90.0) -> str:
+        """Start the broker unless one answers; return a line saying what happened."""
+        address = self.settings.bootstrap_servers
+        if self.answers():
+            if self.recorded_pid() is not None:
+                return f"broker already running at {address} (pid {self.recorded_pid()})"
+            return f"a broker already answers at {address}; using it"
+        if self.recorded_pid() is not None:
+            # Started but not answering yet (or wedged): wait for it rather than start a second.
+            self._wait_until_answering(timeout)
+            return f"broker running at {address} (pid {self.recorded_pid()})"
+        jars = self.jars_dir()
+        self._write_config()
+        self._format(jars)
+        self.start_process(jars)
+        self._wait_until_answering(timeout)
+        return f"broker started at {address} (pid {self.recorded_pid()})"
+
+    def start_process(self, jars: Path | None = None) -> int:
+        """Launch the broker JVM detached and record its pid (no waiting)."""
+        jars = jars or self.jars_dir()
+        command = [
+            self._java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.paths.log4j}",
+            "-cp", f"{jars}/*", "kafka.Kafka", str(self.paths.config),
+        ]  # fmt: skip
+        with self.paths.log.open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.paths.pid.write_text(str(process.pid))
+        return process.pid
+
+    def _wait_until_answering(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.answers():
+                return
+            if self.recorded_pid() is None:
+                tail = self._log_tail()
+                raise BrokerError(f"the broker exited during start-up; log tail:\n{tail}")
+            time.sleep(0.3)
+        raise BrokerError(f"broker did not answer at {self.settings.bootstrap_servers} in time")
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.paths.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def down(self, timeout: float = 30.0, kill: bool = False) -> str:
+        """Stop the broker this data dir started (never someone else's)."""
+        pid = self.recorded_pid()
+        if pid is None:
+            self.paths.pid.unlink(missing_ok=True)
+            return "no broker started from this data dir is running"
+        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self.paths.pid.unlink(missing_ok=True)
+        return f"broker stopped (pid {pid})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

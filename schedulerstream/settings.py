@@ -1,0 +1,85 @@
+"""The one frozen settings object, read from ``SCHEDULERSTREAM_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schedulerstream.errors import ConfigError
+
+ENV_PREFIX = "SCHEDULERSTREAM_"
+
+
+class Settings(BaseSettings):
+    """Process-wide configuration. Frozen: build a new one with ``model_copy(update=...)``."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    data_dir: Path = Path(".schedulerstream")
+    instance_id: str = Field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}")
+    topic_prefix: str = "cron."
+    partitions: int = Field(default=12, ge=1, le=10_000)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    allow_private_targets: bool = False
+    kafka_version: str = "4.1.1"
+    cache_dir: Path = Path.home() / ".cache" / "schedulerstream"
+    # scheduler
+    tick_ms: int = Field(default=50, ge=1, le=100)
+    lookahead_ms: int = Field(default=1000, ge=0, le=10_000)
+    commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
+    backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
+    max_catch_up_instants: int = Field(default=10_000, ge=1)
+    session_timeout_ms: int = Field(default=6000, ge=1000)
+    group_protocol: str = "consumer"
+    # dispatcher (defaults; per-tenant overrides come from tenant records)
+    dispatch_concurrency: int = Field(default=200, ge=1)
+    tenant_concurrency: int = Field(default=50, ge=1)
+    tenant_rate_per_s: float = Field(default=1000.0, gt=0)
+    database_url: str = ""
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix_is_topic_safe(cls, value: str) -> str:
+        if not all(c.isalnum() or c in "._-" for c in value):
+            raise ValueError("may hold only letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("group_protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        if value not in ("consumer", "classic"):
+            raise ValueError("must be 'consumer' (KIP-848) or 'classic' (cooperative-sticky)")
+        return value
+
+    def topic(self, name: str) -> str:
+        """The full topic name for a logical name such as ``schedules``."""
+        return f"{self.topic_prefix}{name}"
+
+
+def _unknown_variables() -> list[str]:
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+    return sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; raise ConfigError naming the bad variable."""
+    unknown = _unknown_variables()
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]} (known: see schedulerstream/settings.py)")
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        raise ConfigError(f"invalid {ENV_PREFIX}{name.upper()}: {first['msg']}") from exc
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings of this process, read once."""
+    return load_settings()
