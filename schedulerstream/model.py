@@ -1,0 +1,317 @@
+"""The job definition as users write it (API body, CLI file, JSON on the topic), validated.
+
+Every error names its field (pydantic's ``loc``); durations are seconds or ISO 8601 strings;
+instants are ISO 8601 with an offset. ``to_avro``/``from_avro`` map to ``JobDefinition.avsc``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+
+from schedulerstream.durations import parse_duration, to_us
+from schedulerstream.errors import ValidationError as SchedulerValidationError
+from schedulerstream.ids import ID_PATTERN, job_key
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Identifier = Annotated[str, Field(pattern=ID_PATTERN.pattern)]
+_NS = "io.schedulerstream."
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RESERVED_HEADERS = ("webhook-", "content-length", "host")
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError("must include a UTC offset or 'Z' (e.g. 2025-01-01T00:00:00Z)")
+    return value
+
+
+def instant_us(value: datetime) -> int:
+    delta = value.astimezone(UTC) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScheduleSpec(_Strict):
+    """When a job fires: exactly one of ``cron``, ``every`` or ``at``."""
+
+    cron: str | None = None
+    every: Duration | None = None
+    phase: Duration = 0.0
+    at: datetime | None = None
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    jitter: Duration = 0.0
+    dst_gap: Literal["auto", "fire_after", "skip"] = "auto"
+    dst_repeat: Literal["auto", "first", "both"] = "auto"
+
+    _check_instants = field_validator("at", "start_at", "end_at")(_aware)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _positive_interval(cls, value: float | None) -> float | None:
+        if value is not None and value < 0.001:
+            raise ValueError("must be at least 1 ms")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> ScheduleSpec:
+        kinds = [k for k in ("cron", "every", "at") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"set exactly one of cron, every, at (got {kinds or 'none'})")
+        if self.cron is not None:
+            from schedulerstream.timing import parse_cron
+
+            try:
+                parse_cron(
+                    self.cron, self.timezone, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat
+                )
+            except SchedulerValidationError as exc:
+                raise ValueError(f"cron {exc.field}: {exc.message}") from None
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        return self
+
+
+class HttpTarget(_Strict):
+    type: Literal["http"] = "http"
+    url: str
+    method: Literal["POST", "PUT", "PATCH", "GET", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    secret: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _no_reserved_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name.lower().startswith(_RESERVED_HEADERS):
+                raise ValueError(f"header {name!r} is set by the dispatcher")
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _whsec(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith("whsec_"):
+            raise ValueError("must start with 'whsec_' followed by base64")
+        try:
+            key = base64.b64decode(value[6:], validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("the part after 'whsec_' is not valid base64") from None
+        if len(key) < 16:
+            raise ValueError("the key must be at least 16 bytes")
+        return value
+
+
+class KafkaTarget(_Strict):
+    type: Literal["kafka"] = "kafka"
+    topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+    key: str | None = None
+
+
+class SqsTarget(_Strict):
+    type: Literal["sqs"] = "sqs"
+    queue_url: str
+    region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,32}$")]
+    message_group_id: str | None = None
+
+    @field_validator("queue_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an SQS queue URL")
+        return value
+
+
+class WorkerTarget(_Strict):
+    type: Literal["worker"] = "worker"
+    pool: Identifier
+
+
+Target = Annotated[HttpTarget | KafkaTarget | SqsTarget | WorkerTarget, Field(discriminator="type")]
+
+
+class RetryPolicy(_Strict):
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
+    initial_backoff: Duration = 1.0
+    multiplier: Annotated[float, Field(ge=1.0, le=100.0)] = 2.0
+    max_backoff: Duration = 300.0
+    max_age: Duration = 3600.0
+
+
+class JobDefinition(_Strict):
+    """One job: who, when, where to, and how to retry."""
+
+    tenant: Identifier
+    job_id: Identifier
+    version: Annotated[int, Field(ge=0)] | None = None
+    schedule: ScheduleSpec
+    target: Target
+    payload: JsonValue = None
+    paused: bool = False
+    max_runs: Annotated[int, Field(ge=1)] | None = None
+    misfire_policy: Literal["skip", "fire_once", "catch_up"] = "fire_once"
+    catch_up_window: Duration = 3600.0
+    overlap_policy: Literal["allow", "forbid", "replace", "buffer_one"] = "allow"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout: Annotated[Duration, Field(gt=0)] = 30.0
+    delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant, self.job_id)
+
+    def with_version(self, version: int) -> JobDefinition:
+        return self.model_copy(update={"version": version})
+
+    def to_avro(self) -> dict[str, Any]:
+        """The record for ``JobDefinition.avsc`` (version must be set)."""
+        if self.version is None:
+            raise SchedulerValidationError("version", "must be set before the job is produced")
+        s = self.schedule
+        return {
+            "tenant": self.tenant,
+            "job_id": self.job_id,
+            "version": self.version,
+            "schedule": {
+                "cron": s.cron,
+                "every_us": None if s.every is None else to_us(s.every),
+                "phase_us": to_us(s.phase),
+                "at_us": None if s.at is None else instant_us(s.at),
+                "timezone": s.timezone,
+                "start_at_us": None if s.start_at is None else instant_us(s.start_at),
+                "end_at_us": None if s.end_at is None else instant_us(s.end_at),
+                "jitter_us": to_us(s.jitter),
+                "dst_gap": s.dst_gap,
+                "dst_repeat": s.dst_repeat,
+            },
+            "target": _target_to_avro(self.target),
+            "payload_json": None if self.payload is None else json.dumps(self.payload),
+            "paused": self.paused,
+            "max_runs": self.max_runs,
+            "misfire_policy": self.misfire_policy,
+            "catch_up_window_us": to_us(self.catch_up_window),
+            "overlap_policy": self.overlap_policy,
+            "retry": {
+                "max_attempts": self.retry.max_attempts,
+                "initial_backoff_us": to_us(self.retry.initial_backoff),
+                "multiplier": self.retry.multiplier,
+                "max_backoff_us": to_us(self.retry.max_backoff),
+                "max_age_us": to_us(self.retry.max_age),
+            },
+            "timeout_us": to_us(self.timeout),
+            "delivery": self.delivery,
+        }
+
+    @classmethod
+    def from_avro(cls, record: dict[str, Any]) -> JobDefinition:
+        """Validate a decoded ``JobDefinition`` Avro record (raises pydantic ValidationError)."""
+        s = record["schedule"]
+        retry = record["retry"]
+        return cls.model_validate(
+            {
+                "tenant": record["tenant"],
+                "job_id": record["job_id"],
+                "version": record["version"],
+                "schedule": {
+                    "cron": s["cron"],
+                    "every": None if s["every_us"] is None else s["every_us"] / 1e6,
+                    "phase": s["phase_us"] / 1e6,
+                    "at": _opt_from_us(s["at_us"]),
+                    "timezone": s["timezone"],
+                    "start_at": _opt_from_us(s["start_at_us"]),
+                    "end_at": _opt_from_us(s["end_at_us"]),
+                    "jitter": s["jitter_us"] / 1e6,
+                    "dst_gap": s["dst_gap"],
+                    "dst_repeat": s["dst_repeat"],
+                },
+                "target": _target_from_avro(record["target"]),
+                "payload": None
+                if record["payload_json"] is None
+                else json.loads(record["payload_json"]),
+                "paused": record["paused"],
+                "max_runs": record["max_runs"],
+                "misfire_policy": record["misfire_policy"],
+                "catch_up_window": record["catch_up_window_us"] / 1e6,
+                "overlap_policy": record["overlap_policy"],
+                "retry": {
+                    "max_attempts": retry["max_attempts"],
+                    "initial_backoff": retry["initial_backoff_us"] / 1e6,
+                    "multiplier": retry["multiplier"],
+                    "max_backoff": retry["max_backoff_us"] / 1e6,
+                    "max_age": retry["max_age_us"] / 1e6,
+                },
+                "timeout": record["timeout_us"] / 1e6,
+                "delivery": record["delivery"],
+            }
+        )
+
+
+def _opt_from_us(value: int | None) -> datetime | None:
+    return None if value is None else from_us(value)
+
+
+def _target_to_avro(
+    target: HttpTarget | KafkaTarget | SqsTarget | WorkerTarget,
+) -> tuple[str, dict[str, Any]]:
+    fields = target.model_dump(exclude={"type"})
+    name = {
+        "http": "HttpTarget",
+        "kafka": "KafkaTarget",
+        "sqs": "SqsTarget",
+        "worker": "WorkerTarget",
+    }
+    return _NS + name[target.type], fields
+
+
+def _target_from_avro(value: Any) -> dict[str, Any]:
+    name, fields = value
+    kind = {
+        "HttpTarget": "http",
+        "KafkaTarget": "kafka",
+        "SqsTarget": "sqs",
+        "WorkerTarget": "worker",
+    }
+    return {"type": kind[name.rsplit(".", 1)[-1]], **fields}

@@ -1,0 +1,1 @@
+"""The scheduler topology: partition-owned timers that emit run triggers (DESIGN.md §3)."""

@@ -1,0 +1,95 @@
+"""Decode and validate records of cron.schedules and cron.commands (Avro or JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from schedulerstream.codec import Codec
+from schedulerstream.errors import CodecError, SchedulerStreamError
+from schedulerstream.ids import split_job_key
+from schedulerstream.model import JobDefinition
+
+
+class RejectedRecord(SchedulerStreamError):
+    """An input record that cannot be accepted; the message is the reason."""
+
+
+def describe_validation(exc: PydanticValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in error["loc"]) or "value"
+        parts.append(f"{loc}: {error['msg']}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    job: JobDefinition
+    definition: bytes
+
+
+def decode_schedule(codec: Codec, key: bytes | None, value: bytes, timestamp_us: int) -> Upsert:
+    """A validated job definition from a cron.schedules value; raises RejectedRecord."""
+    job_key = job_key_from_record_key(key)
+    if value[:2] == b"\xc3\x01":
+        try:
+            record = codec.decode_as("JobDefinition", value)
+            job = JobDefinition.from_avro(record)
+        except CodecError as exc:
+            raise RejectedRecord(str(exc)) from exc
+        except PydanticValidationError as exc:
+            raise RejectedRecord(f"invalid job definition: {describe_validation(exc)}") from exc
+    else:
+        job = _job_from_json(value, timestamp_us)
+    if job.key != job_key:
+        raise RejectedRecord(f"record key {job_key!r} does not match the value's {job.key!r}")
+    definition = value if value[:2] == b"\xc3\x01" else codec.encode("JobDefinition", job.to_avro())
+    return Upsert(job, definition)
+
+
+def _job_from_json(value: bytes, timestamp_us: int) -> JobDefinition:
+    try:
+        data = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RejectedRecord(
+            f"value is neither Avro single-object encoding nor JSON: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise RejectedRecord("JSON value must be an object (a job definition)")
+    data.setdefault("version", timestamp_us)
+    try:
+        return JobDefinition.model_validate(data)
+    except PydanticValidationError as exc:
+        raise RejectedRecord(f"invalid job definition: {describe_validation(exc)}") from exc
+
+
+def job_key_from_record_key(key: bytes | None) -> str:
+    if not key:
+        raise RejectedRecord("record has no key (expected tenant/job_id)")
+    try:
+        text = key.decode()
+        tenant, job_id = split_job_key(text)
+    except (UnicodeDecodeError, SchedulerStreamError) as exc:
+        raise RejectedRecord(f"bad key: {exc}") from exc
+    return f"{tenant}/{job_id}"
+
+
+def decode_command(
+    codec: Codec, key: bytes | None, value: bytes | None
+) -> tuple[str, str, dict[str, Any]]:
+    """(job key, command kind, fields) of a cron.commands record; raises RejectedRecord."""
+    job_key = job_key_from_record_key(key)
+    if value is None:
+        raise RejectedRecord("a command cannot be a tombstone")
+    try:
+        record = codec.decode_as("Command", value)
+    except CodecError as exc:
+        raise RejectedRecord(str(exc)) from exc
+    if f"{record['tenant']}/{record['job_id']}" != job_key:
+        raise RejectedRecord(f"record key {job_key!r} does not match the command's job")
+    name, fields = record["command"]
+    return job_key, name.rsplit(".", 1)[-1], fields

@@ -1,0 +1,55 @@
+"""Store key layout of a scheduler task.
+
+- ``job/{job key}`` → SchedulerJob (changelogged)
+- ``due/{not_before: 8-byte big-endian µs}{hash: 4 bytes}{job key}`` → b"" (derived timer index;
+  the hash interleaves tenants within one instant so chunked scans stay fair)
+- ``bf/{job key}`` → b"" (derived: jobs with an active backfill)
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+JOB_PREFIX = b"job/"
+DUE_PREFIX = b"due/"
+BACKFILL_PREFIX = b"bf/"
+_BE64 = struct.Struct(">Q")
+_BE32 = struct.Struct(">I")
+_OFFSET = 1 << 63  # makes signed instants sort as unsigned bytes
+
+
+def job_store_key(job_key: str) -> bytes:
+    return JOB_PREFIX + job_key.encode()
+
+
+def job_key_of(store_key: bytes) -> str:
+    return store_key[len(JOB_PREFIX) :].decode()
+
+
+def interleave_hash(job_key: str) -> int:
+    return zlib.crc32(job_key.encode())
+
+
+def due_key(not_before_us: int, job_key: str) -> bytes:
+    return (
+        DUE_PREFIX
+        + _BE64.pack(not_before_us + _OFFSET)
+        + _BE32.pack(interleave_hash(job_key))
+        + job_key.encode()
+    )
+
+
+def due_upper_bound(until_us: int) -> bytes:
+    """The first key after every due entry with not_before ≤ ``until_us``."""
+    return DUE_PREFIX + _BE64.pack(until_us + 1 + _OFFSET)
+
+
+def parse_due_key(key: bytes) -> tuple[int, str]:
+    start = len(DUE_PREFIX)
+    (raw,) = _BE64.unpack_from(key, start)
+    return raw - _OFFSET, key[start + 12 :].decode()
+
+
+def backfill_key(job_key: str) -> bytes:
+    return BACKFILL_PREFIX + job_key.encode()

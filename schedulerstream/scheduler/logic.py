@@ -1,0 +1,375 @@
+"""The scheduler's state machine for one partition: mutations, commands, and the timer tick.
+
+It works on a store (job records changelogged; the ``due/`` and ``bf/`` indexes derived) and
+an output that produces into the current transaction. No Kafka consumer code lives here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from schedulerstream.codec import Codec
+from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
+from schedulerstream.scheduler import keys
+from schedulerstream.scheduler.ingest import (
+    RejectedRecord,
+    decode_command,
+    decode_schedule,
+    job_key_from_record_key,
+)
+from schedulerstream.scheduler.plan import JobPlan, PlanCache
+from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
+from schedulerstream.scheduler.timers import (
+    Emission,
+    Missed,
+    TimerSettings,
+    advance,
+    revoke_pending,
+    schedule_next,
+)
+from schedulerstream.timing import NextInstantCache
+
+MAX_VERSION = (1 << 63) - 1
+
+
+class Store(Protocol):
+    """The part of a task's state store the scheduler uses."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes, logged: bool = True) -> None: ...
+
+    def delete(self, key: bytes, logged: bool = True) -> None: ...
+
+    def range(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class Output(Protocol):
+    """Produces into the current transaction."""
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    runs: str
+    attempts: str
+    rejected: str
+
+
+@dataclass
+class Counters:
+    runs_emitted: int = 0
+    runs_revoked: int = 0
+    instants_missed: int = 0
+    stale_versions: int = 0
+    duplicate_requests: int = 0
+    rejected: int = 0
+    by_trigger: dict[str, int] = field(default_factory=dict)
+
+
+class SchedulerLogic:
+    """Applies inputs and ticks to one partition's state, emitting runs and attempt events."""
+
+    def __init__(
+        self, codec: Codec, topics: Topics, timers: TimerSettings, instance: str,
+        due_batch: int = 5000, backfill_chunk: int = 1000,
+    ) -> None:  # fmt: skip
+        self.codec = codec
+        self.topics = topics
+        self.timers = timers
+        self.instance = instance
+        self.due_batch = due_batch
+        self.backfill_chunk = backfill_chunk
+        self.next_cache = NextInstantCache(maxsize=262_144)
+        self.plans = PlanCache(lambda data: codec.decode_as("JobDefinition", data))
+        self.counters = Counters()
+
+    # -- state ------------------------------------------------------------------------------
+    def load(self, store: Store, job_key: str) -> JobState | None:
+        data = store.get(keys.job_store_key(job_key))
+        return None if data is None else JobState.decode(self.codec, data)
+
+    def plan_of(self, job_key: str, state: JobState) -> JobPlan:
+        return self.plans.get(job_key, state.version, state.definition)
+
+    def save(self, store: Store, job_key: str, old: JobState | None, new: JobState | None) -> None:
+        """Write the job record (logged) and keep the derived indexes in step."""
+        if new is None:
+            store.delete(keys.job_store_key(job_key))
+        else:
+            store.put(keys.job_store_key(job_key), new.encode(self.codec))
+        self._reindex(store, job_key, old, new)
+
+    def _reindex(
+        self, store: Store, job_key: str, old: JobState | None, new: JobState | None
+    ) -> None:
+        old_due = None if old is None else old.next_not_before_us
+        new_due = None if new is None else new.next_not_before_us
+        if old_due != new_due:
+            if old_due is not None:
+                store.delete(keys.due_key(old_due, job_key), logged=False)
+            if new_due is not None:
+                store.put(keys.due_key(new_due, job_key), b"", logged=False)
+        had = bool(old and old.backfills)
+        has = bool(new and new.backfills)
+        if had and not has:
+            store.delete(keys.backfill_key(job_key), logged=False)
+        elif has and not had:
+            store.put(keys.backfill_key(job_key), b"", logged=False)
+
+    def restore_record(self, store: Store, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record during restore, rebuilding the derived indexes."""
+        if not key.startswith(keys.JOB_PREFIX):
+            return
+        job_key = keys.job_key_of(key)
+        old = self.load(store, job_key)
+        new = None if value is None else JobState.decode(self.codec, value)
+        if value is None:
+            store.delete(key, logged=False)
+        else:
+            store.put(key, value, logged=False)
+        self._reindex(store, job_key, old, new)
+
+    # -- inputs -----------------------------------------------------------------------------
+    def on_schedule(
+        self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
+        timestamp_us: int, now_us: int,
+    ) -> None:  # fmt: skip
+        """Apply one cron.schedules record; raises RejectedRecord for bad input."""
+        if value is None:
+            job_key = job_key_from_record_key(key)
+            old = self.load(store, job_key)
+            if old is not None:
+                current = self._emit_due(store, out, partition, job_key, old, now_us)
+                revoking = current.copy()
+                self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
+                self.save(store, job_key, current, None)
+            return
+        upsert = decode_schedule(self.codec, key, value, timestamp_us)
+        job = upsert.job
+        assert job.version is not None
+        job_key = job.key
+        old = self.load(store, job_key)
+        if old is not None and job.version <= old.version:
+            self.counters.stale_versions += 1
+            return
+        current = (
+            None if old is None else self._emit_due(store, out, partition, job_key, old, now_us)
+        )
+        if current is not None:
+            state = current.copy()
+            reason = "job paused" if job.paused else "job updated"
+            self._revoke(out, partition, job_key, state, now_us, job.version, reason)
+            state.version, state.definition, state.paused = (
+                job.version,
+                upsert.definition,
+                job.paused,
+            )
+        else:
+            state = JobState(job.version, upsert.definition, job.paused, min(timestamp_us, now_us))
+        plan = self.plan_of(job_key, state)
+        schedule_next(state, plan, self.next_cache.next_after)
+        self.save(store, job_key, current, state)
+
+    def on_command(
+        self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
+        now_us: int,
+    ) -> None:  # fmt: skip
+        """Apply one cron.commands record (trigger, backfill; cancel is the dispatcher's)."""
+        job_key, kind, fields = decode_command(self.codec, key, value)
+        if kind == "CancelRun":
+            return
+        old = self.load(store, job_key)
+        if old is None:
+            raise RejectedRecord(f"{kind} for unknown job {job_key!r}")
+        state = old.copy()
+        if not state.remember_request(fields["request_id"]):
+            self.counters.duplicate_requests += 1
+            return
+        plan = self.plan_of(job_key, state)
+        if kind == "TriggerNow":
+            run_id = manual_run_id(job_key, fields["request_id"])
+            payload = (
+                fields["payload_json"] if fields["payload_json"] is not None else plan.payload_json
+            )
+            self._emit(
+                out, partition, plan, Emission(run_id, now_us, now_us, "manual", payload), now_us
+            )
+        elif kind == "Backfill":
+            end = min(fields["end_us"], now_us)
+            if not fields["rerun"]:
+                end = min(end, state.fired_through_us + 1)
+            if end > fields["start_us"]:
+                state.backfills.append(
+                    BackfillCursor(
+                        fields["request_id"], fields["start_us"] - 1, end, fields["rerun"]
+                    )
+                )
+        self.save(store, job_key, old, state)
+
+    # -- the tick ---------------------------------------------------------------------------
+    def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
+        """Emit due runs and backfill chunks; True if work was left for the next tick."""
+        upper = keys.due_upper_bound(now_us + self.timers.lookahead_us)
+        due = [k for k, _ in _take(store.range(keys.DUE_PREFIX, upper), self.due_batch)]
+        for due_key in due:
+            _, job_key = keys.parse_due_key(due_key)
+            state = self.load(store, job_key)
+            if state is None:
+                store.delete(due_key, logged=False)
+                continue
+            self._emit_due(store, out, partition, job_key, state, now_us)
+        more = len(due) >= self.due_batch
+        bf_end = keys.BACKFILL_PREFIX[:-1] + bytes([keys.BACKFILL_PREFIX[-1] + 1])
+        for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, bf_end)):
+            job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
+            more |= self._backfill_chunk(store, out, partition, job_key, now_us)
+        return more
+
+    def _emit_due(
+        self, store: Store, out: Output, partition: int, job_key: str, state: JobState, now_us: int
+    ) -> JobState:
+        """Emit what is due for one job; return its new state (``state`` is left untouched)."""
+        new = state.copy()
+        plan = self.plan_of(job_key, new)
+        result = advance(new, plan, now_us, self.timers, self.next_cache.next_after)
+        for emission in result.emissions:
+            self._emit(out, partition, plan, emission, now_us)
+        for missed in result.missed:
+            self._missed(out, partition, plan, missed, now_us)
+        if result.emissions or result.missed or _indexed(state) != _indexed(new):
+            self.save(store, job_key, state, new)
+            return new
+        return state
+
+    def _backfill_chunk(
+        self, store: Store, out: Output, partition: int, job_key: str, now_us: int
+    ) -> bool:
+        old = self.load(store, job_key)
+        if old is None or not old.backfills:
+            store.delete(keys.backfill_key(job_key), logged=False)
+            return False
+        state = old.copy()
+        plan = self.plan_of(job_key, state)
+        cursor = state.backfills[0]
+        for _ in range(self.backfill_chunk):
+            instant = self.next_cache.next_after(plan.schedule, cursor.next_after_us)
+            if instant is None or instant >= cursor.end_us:
+                state.backfills.pop(0)
+                break
+            run_id = (
+                rerun_run_id(job_key, instant, cursor.request_id)
+                if cursor.rerun
+                else scheduled_run_id(job_key, instant)
+            )
+            self._emit(
+                out,
+                partition,
+                plan,
+                Emission(run_id, instant, now_us, "backfill", plan.payload_json),
+                now_us,
+            )
+            cursor.next_after_us = instant
+            cursor.emitted += 1
+        self.save(store, job_key, old, state)
+        return bool(state.backfills)
+
+    # -- outputs ----------------------------------------------------------------------------
+    def _emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:
+        value = self.codec.encode(
+            "RunTriggered",
+            {
+                "run_id": e.run_id,
+                "tenant": plan.tenant,
+                "job_id": plan.job_id,
+                "scheduled_at_us": e.scheduled_at_us,
+                "not_before_us": e.not_before_us,
+                "emitted_at_us": now_us,
+                "trigger": e.trigger,
+                "payload_json": e.payload_json,
+                "job_version": plan.version,
+                "job_definition": plan.definition,
+            },
+        )
+        out.produce(self.topics.runs, e.run_id.encode(), value, partition)
+        self.counters.runs_emitted += 1
+        self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
+
+    def _revoke(
+        self, out: Output, partition: int, job_key: str, state: JobState, now_us: int,
+        version: int, reason: str,
+    ) -> list[PendingRun]:  # fmt: skip
+        revoked = revoke_pending(state, now_us)
+        tenant, job_id = job_key.split("/", 1)
+        for run in revoked:
+            value = self.codec.encode(
+                "RunRevoked",
+                {
+                    "run_id": run.run_id, "tenant": tenant, "job_id": job_id,
+                    "scheduled_at_us": run.scheduled_at_us, "revoked_at_us": now_us,
+                    "reason": reason, "job_version": version,
+                },
+            )  # fmt: skip
+            out.produce(self.topics.runs, run.run_id.encode(), value, partition)
+            self._attempt(out, partition, run.run_id, tenant, job_id, "revoked", now_us,
+                          run.scheduled_at_us, reason, 1)  # fmt: skip
+        self.counters.runs_revoked += len(revoked)
+        return revoked
+
+    def _missed(self, out: Output, partition: int, plan: JobPlan, m: Missed, now_us: int) -> None:
+        bound = "at least " if m.approximate else ""
+        span = f"from {_iso(m.first_us)} to {_iso(m.last_us)}"
+        reason = f"{bound}{m.count} instant(s) {span} not run: {m.reason}"
+        self._attempt(out, partition, plan.run_id(m.last_us), plan.tenant, plan.job_id, "missed",
+                      now_us, m.last_us, reason, m.count)  # fmt: skip
+        self.counters.instants_missed += m.count
+
+    def _attempt(
+        self, out: Output, partition: int, run_id: str, tenant: str, job_id: str, kind: str,
+        now_us: int, scheduled_at_us: int | None, reason: str | None, count: int,
+    ) -> None:  # fmt: skip
+        value = self.codec.encode(
+            "AttemptEvent",
+            {
+                "run_id": run_id, "tenant": tenant, "job_id": job_id, "attempt": 0, "kind": kind,
+                "at_us": now_us, "scheduled_at_us": scheduled_at_us, "reason": reason,
+                "status_code": None, "retry_at_us": None, "duration_us": None, "count": count,
+                "instance": self.instance,
+            },
+        )  # fmt: skip
+        out.produce(self.topics.attempts, run_id.encode(), value, partition)
+
+    def rejected_value(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+        reason: str, now_us: int,
+    ) -> bytes:  # fmt: skip
+        self.counters.rejected += 1
+        return self.codec.encode(
+            "Rejected",
+            {
+                "topic": topic, "partition": partition, "offset": offset, "key": key,
+                "value": value, "reason": reason, "processor": "scheduler",
+                "rejected_at_us": now_us,
+            },
+        )  # fmt: skip
+
+
+def _indexed(state: JobState) -> tuple[int | None, bool]:
+    return state.next_not_before_us, bool(state.backfills)
+
+
+def _take(items: Iterator[tuple[bytes, bytes]], limit: int) -> list[tuple[bytes, bytes]]:
+    taken = []
+    for item in items:
+        taken.append(item)
+        if len(taken) >= limit:
+            break
+    return taken
+
+
+def _iso(instant_us: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(instant_us // 1_000_000))

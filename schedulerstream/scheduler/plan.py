@@ -1,0 +1,115 @@
+"""JobPlan: what the timer loop needs of a job definition, built once per (job, version)."""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from schedulerstream.ids import scheduled_run_id
+from schedulerstream.timing import AtSchedule, EverySchedule, Schedule, parse_cron
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedSchedule:
+    """A schedule limited to instants in ``[start_us, end_us)``."""
+
+    inner: Schedule
+    start_us: int | None
+    end_us: int | None
+
+    def next_after(self, after_us: int) -> int | None:
+        if self.start_us is not None and after_us < self.start_us:
+            after_us = self.start_us - 1
+        instant = self.inner.next_after(after_us)
+        if instant is None or (self.end_us is not None and instant >= self.end_us):
+            return None
+        return instant
+
+    def next_n(self, after_us: int, n: int) -> list[int]:
+        found: list[int] = []
+        while len(found) < n:
+            instant = self.next_after(after_us)
+            if instant is None:
+                break
+            found.append(instant)
+            after_us = instant
+        return found
+
+
+def schedule_of(spec: dict[str, Any]) -> Schedule:
+    """The Schedule of an Avro ScheduleSpec record (already validated at ingest)."""
+    inner: Schedule
+    if spec["cron"] is not None:
+        inner = parse_cron(spec["cron"], spec["timezone"], spec["dst_gap"], spec["dst_repeat"])
+    elif spec["every_us"] is not None:
+        inner = EverySchedule.from_us(spec["every_us"], spec["phase_us"])
+    else:
+        inner = AtSchedule(spec["at_us"])
+    if spec["start_at_us"] is None and spec["end_at_us"] is None:
+        return inner
+    return BoundedSchedule(inner, spec["start_at_us"], spec["end_at_us"])
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """The fields of a job definition the timer loop reads, plus its encoded bytes."""
+
+    key: str
+    tenant: str
+    job_id: str
+    version: int
+    schedule: Schedule
+    misfire_policy: str
+    catch_up_window_us: int
+    jitter_us: int
+    max_runs: int | None
+    payload_json: str | None
+    definition: bytes
+
+    def jitter_of(self, run_id: str) -> int:
+        """Deterministic, bounded delay in ``[0, jitter)`` for one run."""
+        if self.jitter_us <= 0:
+            return 0
+        return zlib.crc32(run_id.encode()) * 2654435761 % self.jitter_us
+
+    def run_id(self, instant_us: int) -> str:
+        return scheduled_run_id(self.key, instant_us)
+
+
+def build_plan(record: dict[str, Any], definition: bytes) -> JobPlan:
+    return JobPlan(
+        key=f"{record['tenant']}/{record['job_id']}",
+        tenant=record["tenant"],
+        job_id=record["job_id"],
+        version=record["version"],
+        schedule=schedule_of(record["schedule"]),
+        misfire_policy=record["misfire_policy"],
+        catch_up_window_us=record["catch_up_window_us"],
+        jitter_us=record["schedule"]["jitter_us"],
+        max_runs=record["max_runs"],
+        payload_json=record["payload_json"],
+        definition=definition,
+    )
+
+
+class PlanCache:
+    """Bounded LRU of JobPlans keyed by (job key, version)."""
+
+    def __init__(self, decode: Any, maxsize: int = 200_000) -> None:
+        self._decode = decode
+        self._maxsize = maxsize
+        self._plans: OrderedDict[tuple[str, int], JobPlan] = OrderedDict()
+
+    def get(self, job_key: str, version: int, definition: bytes) -> JobPlan:
+        cache_key = (job_key, version)
+        plan = self._plans.get(cache_key)
+        if plan is not None and plan.definition == definition:
+            self._plans.move_to_end(cache_key)
+            return plan
+        plan = build_plan(self._decode(definition), definition)
+        self._plans[cache_key] = plan
+        if len(self._plans) > self._maxsize:
+            self._plans.popitem(last=False)
+        return plan

@@ -1,0 +1,113 @@
+"""JobState: the scheduler's per-job record, stored as a SchedulerJob Avro record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedulerstream.codec import Codec
+
+RECENT_REQUESTS = 64
+
+
+@dataclass(slots=True)
+class PendingRun:
+    """A run emitted ahead of its time that a mutation may still revoke."""
+
+    run_id: str
+    scheduled_at_us: int
+    not_before_us: int
+
+
+@dataclass(slots=True)
+class BackfillCursor:
+    request_id: str
+    next_after_us: int
+    end_us: int
+    rerun: bool
+    emitted: int = 0
+
+
+@dataclass(slots=True)
+class JobState:
+    version: int
+    definition: bytes
+    paused: bool
+    fired_through_us: int
+    next_fire_us: int | None = None
+    next_not_before_us: int | None = None
+    runs_emitted: int = 0
+    pending: list[PendingRun] = field(default_factory=list)
+    recent_requests: list[str] = field(default_factory=list)
+    backfills: list[BackfillCursor] = field(default_factory=list)
+
+    def remember_request(self, request_id: str) -> bool:
+        """Record ``request_id``; False if it was already seen (a duplicate)."""
+        if request_id in self.recent_requests:
+            return False
+        self.recent_requests.append(request_id)
+        del self.recent_requests[:-RECENT_REQUESTS]
+        return True
+
+    def copy(self) -> JobState:
+        """A deep copy (mutations on it leave this one untouched)."""
+        return JobState(
+            self.version, self.definition, self.paused, self.fired_through_us,
+            self.next_fire_us, self.next_not_before_us, self.runs_emitted,
+            [PendingRun(p.run_id, p.scheduled_at_us, p.not_before_us) for p in self.pending],
+            list(self.recent_requests),
+            [BackfillCursor(b.request_id, b.next_after_us, b.end_us, b.rerun, b.emitted)
+             for b in self.backfills],
+        )  # fmt: skip
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "definition": self.definition,
+            "paused": self.paused,
+            "fired_through_us": self.fired_through_us,
+            "next_fire_us": self.next_fire_us,
+            "next_not_before_us": self.next_not_before_us,
+            "runs_emitted": self.runs_emitted,
+            "pending": [
+                {
+                    "run_id": p.run_id,
+                    "scheduled_at_us": p.scheduled_at_us,
+                    "not_before_us": p.not_before_us,
+                }
+                for p in self.pending
+            ],
+            "recent_requests": list(self.recent_requests),
+            "backfills": [
+                {
+                    "request_id": b.request_id,
+                    "next_after_us": b.next_after_us,
+                    "end_us": b.end_us,
+                    "rerun": b.rerun,
+                    "emitted": b.emitted,
+                }
+                for b in self.backfills
+            ],
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> JobState:
+        return cls(
+            version=record["version"],
+            definition=record["definition"],
+            paused=record["paused"],
+            fired_through_us=record["fired_through_us"],
+            next_fire_us=record["next_fire_us"],
+            next_not_before_us=record["next_not_before_us"],
+            runs_emitted=record["runs_emitted"],
+            pending=[PendingRun(**p) for p in record["pending"]],
+            recent_requests=list(record["recent_requests"]),
+            backfills=[BackfillCursor(**b) for b in record["backfills"]],
+        )
+
+    def encode(self, codec: Codec) -> bytes:
+        return codec.encode("SchedulerJob", self.to_record())
+
+    @classmethod
+    def decode(cls, codec: Codec, data: bytes) -> JobState:
+        return cls.from_record(codec.decode_as("SchedulerJob", data))

@@ -1,0 +1,126 @@
+"""Sample records for every event schema (shared by codec tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedulerstream.model import JobDefinition
+
+JOB = JobDefinition.model_validate(
+    {
+        "tenant": "acme",
+        "job_id": "nightly-backup",
+        "version": 7,
+        "schedule": {"every": "PT5M", "timezone": "America/New_York", "jitter": 2},
+        "target": {"type": "http", "url": "https://example.com/hook", "headers": {"x-a": "1"}},
+        "payload": {"any": ["json", 1, None]},
+    }
+)
+T = 1_733_000_000_000_000
+
+
+def sample_records(name: str) -> list[dict[str, Any]]:
+    job = JOB.to_avro()
+    worker_job = JobDefinition.model_validate(
+        {**JOB.model_dump(), "target": {"type": "worker", "pool": "etl"}}
+    )
+    samples: dict[str, list[dict[str, Any]]] = {
+        "JobDefinition": [job],
+        "Command": [
+            {
+                "tenant": "acme",
+                "job_id": "j",
+                "issued_at_us": T,
+                "command": (
+                    "io.schedulerstream.TriggerNow",
+                    {"request_id": "r1", "payload_json": None},
+                ),
+            },
+            {
+                "tenant": "acme",
+                "job_id": "j",
+                "issued_at_us": T,
+                "command": (
+                    "io.schedulerstream.Backfill",
+                    {"request_id": "b1", "start_us": T, "end_us": T + 10**9, "rerun": True},
+                ),
+            },
+            {
+                "tenant": "acme",
+                "job_id": "j",
+                "issued_at_us": T,
+                "command": ("io.schedulerstream.CancelRun", {"run_id": "acme/j@x", "reason": "r"}),
+            },
+        ],
+        "RunTriggered": [
+            {
+                "run_id": "acme/nightly-backup@20241130T210000Z",
+                "tenant": "acme",
+                "job_id": "nightly-backup",
+                "scheduled_at_us": T,
+                "not_before_us": T + 5,
+                "emitted_at_us": T - 1000,
+                "trigger": "scheduled",
+                "payload_json": '{"a": 1}',
+                "job": job,
+            }
+        ],
+        "RunRevoked": [
+            {
+                "run_id": "acme/j@20241130T210000Z",
+                "tenant": "acme",
+                "job_id": "j",
+                "scheduled_at_us": T,
+                "revoked_at_us": T - 3,
+                "reason": "paused",
+            }
+        ],
+        "AttemptEvent": [
+            {
+                "run_id": "acme/j@20241130T210000Z",
+                "tenant": "acme",
+                "job_id": "j",
+                "attempt": 2,
+                "kind": "failed",
+                "at_us": T,
+                "scheduled_at_us": T - 9,
+                "reason": "HTTP 503",
+                "status_code": 503,
+                "retry_at_us": T + 10,
+                "duration_us": 1234,
+                "count": 1,
+                "instance": "i-1",
+            }
+        ],
+        "RunState": [
+            {
+                "run_id": "acme/j@20241130T210000Z",
+                "tenant": "acme",
+                "job_id": "j",
+                "status": "succeeded",
+                "trigger": "manual",
+                "scheduled_at_us": T,
+                "started_at_us": T + 1,
+                "finished_at_us": T + 2,
+                "attempts": 1,
+                "last_error": None,
+                "updated_at_us": T + 2,
+            }
+        ],
+        "Rejected": [
+            {
+                "topic": "cron.schedules",
+                "partition": 3,
+                "offset": 42,
+                "key": b"acme/j",
+                "value": b"\x00garbage",
+                "reason": "not Avro",
+                "processor": "scheduler",
+                "rejected_at_us": T,
+            }
+        ],
+    }
+    assert worker_job.target.type == "worker"
+    if name == "JobDefinition":
+        samples[name].append(worker_job.with_version(8).to_avro())
+    return samples[name]

@@ -1,0 +1,240 @@
+"""Scheduler state machine driven by a hand-moved clock (no sleeping, no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedulerstream.scheduler.ingest import RejectedRecord
+from schedulerstream.scheduler.keys import DUE_PREFIX, due_key, parse_due_key
+
+from .harness import Harness, command, definition, us
+
+T0 = us("2025-01-06T10:00:30Z")
+
+
+def started(**kwargs: object) -> Harness:
+    h = Harness(**kwargs)  # type: ignore[arg-type]
+    h.now = T0
+    return h
+
+
+def test_emits_each_minute_once_ahead_of_time_with_not_before() -> None:
+    h = started()
+    h.put(definition(1))
+    h.tick_until(us("2025-01-06T10:03:00Z"))
+    runs = h.out.runs()
+    assert [r["run_id"] for r in runs] == [
+        "acme/j1@20250106T100100Z", "acme/j1@20250106T100200Z", "acme/j1@20250106T100300Z",
+    ]  # fmt: skip
+    for r in runs:
+        assert r["not_before_us"] == r["scheduled_at_us"]
+        assert 0 < r["scheduled_at_us"] - r["emitted_at_us"] <= 1_000_000  # lookahead
+        assert r["trigger"] == "scheduled"
+        assert r["job_version"] == 1
+
+
+def test_replaying_the_same_version_is_ignored_and_counted() -> None:
+    h = started()
+    h.put(definition(5))
+    h.put(definition(5))
+    h.put(definition(4))
+    assert h.logic.counters.stale_versions == 2
+
+
+def test_start_end_and_max_runs_bound_the_instants() -> None:
+    h = started()
+    h.put(definition(1, schedule={"cron": "* * * * *", "start_at": "2025-01-06T10:02:00Z",
+                                  "end_at": "2025-01-06T10:06:00Z"}))  # fmt: skip
+    h.tick_until(us("2025-01-06T10:10:00Z"), step_s=0.5)
+    assert h.run_ids() == [f"acme/j1@20250106T10{m:02d}00Z" for m in (2, 3, 4, 5)]
+    h2 = started()
+    h2.put(definition(1, max_runs=2))
+    h2.tick_until(us("2025-01-06T10:10:00Z"), step_s=0.5)
+    assert len(h2.run_ids()) == 2
+    assert not list(h2.store.range(DUE_PREFIX, DUE_PREFIX + b"\xff"))
+
+
+def test_jitter_is_deterministic_and_bounded() -> None:
+    h = started()
+    h.put(definition(1, schedule={"cron": "* * * * *", "jitter": 20}))
+    h.tick_until(us("2025-01-06T10:20:00Z"), step_s=0.5)
+    runs = h.out.runs()
+    offsets = [r["not_before_us"] - r["scheduled_at_us"] for r in runs]
+    assert all(0 <= o < 20_000_000 for o in offsets)
+    assert len(set(offsets)) > 5
+    again = started()
+    again.put(definition(1, schedule={"cron": "* * * * *", "jitter": 20}))
+    again.tick_until(us("2025-01-06T10:20:00Z"), step_s=0.5)
+    assert [r["not_before_us"] for r in again.out.runs()] == [r["not_before_us"] for r in runs]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected_catch_up", "missed"),
+    [
+        ("skip", [], 9),
+        ("fire_once", ["100900"], 8),
+        ("catch_up", [f"10{m:02d}00" for m in range(1, 10)], 0),
+    ],
+)
+def test_misfire_policies_after_downtime(
+    policy: str, expected_catch_up: list[str], missed: int
+) -> None:
+    h = started(grace_s=30)
+    h.put(definition(1, misfire_policy=policy))
+    h.now = us("2025-01-06T10:09:40Z")  # the processor was down from 10:00:30 to 10:09:40
+    h.tick_until(us("2025-01-06T10:10:00Z"))
+    catch_up = [r["run_id"].split("T")[1][:6] for r in h.out.runs() if r["trigger"] == "catch_up"]
+    assert catch_up == expected_catch_up
+    assert [r["run_id"] for r in h.out.runs() if r["trigger"] == "scheduled"] == [
+        "acme/j1@20250106T101000Z"
+    ]
+    assert sum(a["count"] for a in h.out.attempts("missed")) == missed
+
+
+def test_catch_up_window_bounds_even_catch_up() -> None:
+    h = started(grace_s=30)
+    h.put(definition(1, misfire_policy="catch_up", catch_up_window=300))
+    h.now = us("2025-01-06T12:00:10Z")
+    h.tick_until(us("2025-01-06T12:00:20Z"))
+    catch_up = [r for r in h.out.runs() if r["trigger"] == "catch_up"]
+    assert len(catch_up) == 4  # 11:56..11:59 are late but within 300 s; 12:00 is on time
+    assert [r["trigger"] for r in h.out.runs()][-1] == "scheduled"
+    missed = h.out.attempts("missed")
+    assert sum(a["count"] for a in missed) == 115
+    assert "catch_up_window" in missed[0]["reason"]
+
+
+def test_pause_revokes_runs_emitted_ahead_and_resume_applies_policy() -> None:
+    h = started(grace_s=30)
+    h.put(definition(1, misfire_policy="fire_once"))
+    h.tick_until(us("2025-01-06T10:00:59.5Z"))  # 10:01 emitted (lookahead), not yet due
+    assert h.run_ids() == ["acme/j1@20250106T100100Z"]
+    h.put(definition(2, paused=True, misfire_policy="fire_once"))
+    revoked = h.out.revoked()
+    assert [r["run_id"] for r in revoked] == ["acme/j1@20250106T100100Z"]
+    assert revoked[0]["job_version"] == 2
+    h.out.clear()
+    h.tick_until(us("2025-01-06T10:05:30Z"), step_s=0.5)
+    assert h.out.runs() == []
+    h.put(definition(3, paused=False, misfire_policy="fire_once"))
+    h.tick_until(us("2025-01-06T10:05:31Z"))
+    assert [(r["run_id"], r["trigger"]) for r in h.out.runs()] == [
+        ("acme/j1@20250106T100500Z", "catch_up")
+    ]
+
+
+def test_update_changes_expression_without_refiring() -> None:
+    h = started()
+    h.put(definition(1))
+    h.tick_until(us("2025-01-06T10:02:10Z"), step_s=0.5)
+    h.put(definition(2, schedule={"cron": "*/5 * * * *"}))
+    h.tick_until(us("2025-01-06T10:11:00Z"), step_s=0.5)
+    assert h.run_ids() == [
+        "acme/j1@20250106T100100Z", "acme/j1@20250106T100200Z",
+        "acme/j1@20250106T100500Z", "acme/j1@20250106T101000Z",
+    ]  # fmt: skip
+
+
+def test_update_inside_lookahead_revokes_and_reemits_with_new_version() -> None:
+    h = started()
+    h.put(definition(1))
+    h.tick_until(us("2025-01-06T10:00:59.5Z"))
+    h.put(definition(2, payload={"new": True}))
+    h.tick_until(us("2025-01-06T10:01:00Z"))
+    runs = h.out.runs()
+    assert [(r["run_id"], r["job_version"]) for r in runs] == [
+        ("acme/j1@20250106T100100Z", 1), ("acme/j1@20250106T100100Z", 2),
+    ]  # fmt: skip
+    assert h.out.revoked()[0]["job_version"] == 2
+
+
+def test_delete_stops_runs_and_revokes_pending() -> None:
+    h = started()
+    h.put(definition(1))
+    h.tick_until(us("2025-01-06T10:00:59.5Z"))
+    h.put(None)
+    assert h.out.revoked()[0]["run_id"] == "acme/j1@20250106T100100Z"
+    h.out.clear()
+    h.tick_until(us("2025-01-06T10:05:00Z"), step_s=0.5)
+    assert h.out.runs() == []
+    assert h.store.data == {}
+
+
+def test_trigger_now_works_while_paused_and_is_idempotent() -> None:
+    h = started()
+    h.put(definition(1, paused=True, payload={"p": 1}))
+    h.command(command("TriggerNow", {"request_id": "r-1", "payload_json": None}))
+    h.command(command("TriggerNow", {"request_id": "r-1", "payload_json": None}))
+    h.command(command("TriggerNow", {"request_id": "r-2", "payload_json": '{"o": 2}'}))
+    runs = h.out.runs()
+    assert [(r["run_id"], r["trigger"], r["payload_json"]) for r in runs] == [
+        ("acme/j1@manual-r-1", "manual", '{"p": 1}'),
+        ("acme/j1@manual-r-2", "manual", '{"o": 2}'),
+    ]
+    assert h.logic.counters.duplicate_requests == 1
+
+
+def test_backfill_reuses_ids_without_rerun_and_fresh_ids_with_rerun_in_chunks() -> None:
+    h = started(backfill_chunk=7)
+    h.put(definition(1), ts=us("2025-01-06T09:00:00Z"))  # existed since 09:00
+    h.logic.on_tick(h.store, h.out, 0, h.now)  # 09:01..09:59 are late: fire_once fires 09:59
+    h.out.clear()
+    h.command(command("Backfill", {"request_id": "b1", "start_us": us("2025-01-06T09:30:00Z"),
+                                   "end_us": us("2025-01-06T10:00:00Z"), "rerun": False}))  # fmt: skip
+    h.command(command("Backfill", {"request_id": "b2", "start_us": us("2025-01-06T09:50:00Z"),
+                                   "end_us": us("2025-01-06T09:52:00Z"), "rerun": True}))  # fmt: skip
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    first_chunk = [r for r in h.out.runs() if r["trigger"] == "backfill"]
+    assert len(first_chunk) == 7  # chunked: a huge window cannot stall the partition
+    h.tick_until(T0 + 2_000_000)
+    backfill = [r["run_id"] for r in h.out.runs() if r["trigger"] == "backfill"]
+    plain = [r for r in backfill if "~" not in r]
+    assert len(plain) == 30 and plain[0] == "acme/j1@20250106T093000Z"
+    assert [r for r in backfill if "~" in r] == [
+        "acme/j1@20250106T095000Z~b2", "acme/j1@20250106T095100Z~b2",
+    ]  # fmt: skip
+
+
+def test_poison_records_are_rejected_with_a_reason() -> None:
+    h = started()
+    cases = [
+        (b"acme/j1", b"\x00\x01garbage", "neither Avro"),
+        (b"acme/j1", b"\xc3\x01" + b"\x00" * 9, "unknown schema"),
+        (b"acme/j1", b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "61 * * * *"},'
+                     b' "target": {"type": "http", "url": "https://x/"}}', "minute"),
+        (b"acme/j1", b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "* * * * *",'
+                     b' "timezone": "Mars/Base"}, "target": {"type": "http", "url": "https://x/"}}',
+         "Mars/Base"),
+        (b"ACME/j1", definition(1), "bad key"),
+        (b"acme/other", definition(1), "does not match"),
+        (None, definition(1), "no key"),
+    ]  # fmt: skip
+    for key, value, needle in cases:
+        with pytest.raises(RejectedRecord, match=needle):
+            h.logic.on_schedule(h.store, h.out, 0, key, value, h.now, h.now)
+    with pytest.raises(RejectedRecord, match="unknown job"):
+        h.command(command("TriggerNow", {"request_id": "x", "payload_json": None}))
+
+
+def test_json_value_without_version_uses_the_record_timestamp() -> None:
+    h = started()
+    value = (b'{"tenant": "acme", "job_id": "j1", "schedule": {"every": 10},'
+             b' "target": {"type": "kafka", "topic": "out"}}')  # fmt: skip
+    h.put(value, ts=T0 - 5)
+    state = h.logic.load(h.store, "acme/j1")
+    assert state is not None and state.version == T0 - 5
+
+
+def test_due_index_interleaves_tenants_within_one_instant() -> None:
+    instant = us("2025-01-06T11:00:00Z")
+    keys = sorted(due_key(instant, f"{t}/job-{i}") for t in ("big", "small") for i in range(200))
+    tenants = [parse_due_key(k)[1].split("/")[0] for k in keys[:40]]
+    assert "small" in tenants[:20] and "big" in tenants[:20]
+
+
+def test_dst_spring_forward_fixed_time_fires_after_the_gap() -> None:
+    h = Harness()
+    h.now = us("2024-03-09T12:00:00Z")
+    h.put(definition(1, schedule={"cron": "30 2 * * *", "timezone": "America/New_York"}))
+    h.tick_until(us("2024-03-11T12:00:00Z"), step_s=30)
+    assert h.run_ids() == ["acme/j1@20240310T070000Z", "acme/j1@20240311T063000Z"]
