@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     # scheduler
     tick_ms: int = Field(default=50, ge=1, le=100)
     lookahead_ms: int = Field(default=1000, ge=0, le=10_000)
+    misfire_grace_ms: int = Field(default=60_000, ge=0)
+    due_batch: int = Field(default=5000, ge=1)
     commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)

@@ -13,13 +13,13 @@ import pytest
 from schedulerstream.kafka.broker import LocalBroker
 from schedulerstream.settings import Settings, load_settings
 
-TEST_BOOTSTRAP = os.environ.get("SCHEDULERSTREAM_TEST_BOOTSTRAP", "127.0.0.1:39092")
+TEST_BOOTSTRAP = os.environ.get("SS_TEST_BOOTSTRAP", "127.0.0.1:39092")
 
 
 @pytest.fixture(scope="session")
 def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """Settings pointing at a broker started for this test session (stopped at the end)."""
-    configured = os.environ.get("SCHEDULERSTREAM_TEST_DATA_DIR")
+    configured = os.environ.get("SS_TEST_DATA_DIR")
     data_dir = Path(configured) if configured else tmp_path_factory.mktemp("broker")
     settings = load_settings(bootstrap_servers=TEST_BOOTSTRAP, data_dir=data_dir)
     broker = LocalBroker(settings)

@@ -40,11 +40,11 @@ class Store(Protocol):
 
     def get(self, key: bytes) -> bytes | None: ...
 
-    def put(self, key: bytes, value: bytes, logged: bool = True) -> None: ...
+    def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None: ...
 
-    def delete(self, key: bytes, logged: bool = True) -> None: ...
+    def delete(self, key: bytes, *, logged: bool = True) -> None: ...
 
-    def range(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+    def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class Output(Protocol):
@@ -144,10 +144,10 @@ class SchedulerLogic:
             job_key = job_key_from_record_key(key)
             old = self.load(store, job_key)
             if old is not None:
-                current = self._emit_due(store, out, partition, job_key, old, now_us)
-                revoking = current.copy()
+                last = self._emit_due(store, out, partition, job_key, old, now_us)
+                revoking = last.copy()
                 self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
-                self.save(store, job_key, current, None)
+                self.save(store, job_key, last, None)
             return
         upsert = decode_schedule(self.codec, key, value, timestamp_us)
         job = upsert.job

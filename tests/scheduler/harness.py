@@ -28,23 +28,23 @@ class SortedStore:
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
 
-    def put(self, key: bytes, value: bytes, logged: bool = True) -> None:
+    def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None:
         if key not in self.data:
             bisect.insort(self.sorted_keys, key)
         self.data[key] = value
         if logged:
             self.logged.append((key, value))
 
-    def delete(self, key: bytes, logged: bool = True) -> None:
+    def delete(self, key: bytes, *, logged: bool = True) -> None:
         if key in self.data:
             del self.data[key]
             self.sorted_keys.pop(bisect.bisect_left(self.sorted_keys, key))
         if logged:
             self.logged.append((key, None))
 
-    def range(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         lo = bisect.bisect_left(self.sorted_keys, start)
-        hi = bisect.bisect_left(self.sorted_keys, end)
+        hi = len(self.sorted_keys) if end is None else bisect.bisect_left(self.sorted_keys, end)
         for key in list(self.sorted_keys[lo:hi]):
             yield key, self.data[key]
 

@@ -1,0 +1,41 @@
+"""``schedulerstream scheduler`` (and later dispatcher, projector): run one processor."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.kafka.topics import wait_for_topics
+from schedulerstream.logs import configure_logging
+from schedulerstream.runtime import Processor, install_signal_handlers
+from schedulerstream.runtime.topology import Topology
+from schedulerstream.scheduler.topology import SchedulerTopology
+from schedulerstream.settings import Settings, load_settings
+
+log = logging.getLogger("schedulerstream")
+
+
+def run_processor(settings: Settings, topology: Topology) -> None:
+    """Run ``topology`` until SIGTERM/SIGINT; the open transaction is committed first."""
+    wait_for_topics(settings, [*topology.input_topics, topology.changelog_topic])
+    processor = Processor(settings, topology)
+    install_signal_handlers(processor)
+    log.info(
+        "processor=%s instance=%s group=%s ready",
+        topology.name, settings.instance_id, processor.group_id,
+    )  # fmt: skip
+    processor.run()
+    log.info("processor=%s instance=%s stopped", topology.name, settings.instance_id)
+
+
+@click.command()
+def scheduler() -> None:
+    """Run one scheduler instance (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
+    configure_logging("scheduler")
+    settings = load_settings()
+    try:
+        run_processor(settings, SchedulerTopology(settings))
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc

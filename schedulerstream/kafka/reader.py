@@ -1,0 +1,63 @@
+"""Read a whole topic with read_committed, outside any consumer group (for tails and tests)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    Message,
+    TopicPartition,
+)
+
+from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.kafka.clients import base_config
+from schedulerstream.settings import Settings
+
+
+def read_topic(
+    settings: Settings, topic: str, from_beginning: bool = True, idle_timeout: float = 5.0,
+    max_seconds: float | None = None,
+) -> Iterator[Message]:  # fmt: skip
+    """Yield committed records of every partition until none arrives for ``idle_timeout`` s."""
+    config = base_config(settings)
+    config.update(
+        {
+            "group.id": f"schedulerstream-reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer = Consumer(config)
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            raise SchedulerStreamError(
+                f"topic {topic} does not exist (run `schedulerstream topics apply`)"
+            )
+        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+        consumer.assign([TopicPartition(topic, p, start) for p in sorted(info.partitions)])
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        last = time.monotonic()
+        while time.monotonic() - last < idle_timeout:
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            batch = consumer.consume(500, timeout=0.2)
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise SchedulerStreamError(f"reading {topic}: {error}")
+                yield message
+            if batch:
+                last = time.monotonic()
+    finally:
+        consumer.close()

@@ -1,0 +1,94 @@
+"""The scheduler as a topology on the processor runtime."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from schedulerstream.codec import Codec, default_codec
+from schedulerstream.partitioner import partition_for_job_key
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import StateStore
+from schedulerstream.runtime.topology import Topology
+from schedulerstream.scheduler.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.scheduler.logic import SchedulerLogic, Topics
+from schedulerstream.scheduler.timers import TimerSettings
+from schedulerstream.settings import Settings
+
+PUNCTUATE_BUDGET_S = 0.2
+
+
+class ContextOutput:
+    """The logic's Output on a task context."""
+
+    def __init__(self, ctx: TaskContext) -> None:
+        self.ctx = ctx
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+        self.ctx.produce(topic, key, value, partition)
+
+
+class SchedulerTopology(Topology):
+    """Inputs cron.schedules + cron.commands; state = jobs and the due/ timer index."""
+
+    def __init__(self, settings: Settings, codec: Codec | None = None) -> None:
+        self.settings = settings
+        self.schedules_topic = settings.topic("schedules")
+        self.commands_topic = settings.topic("commands")
+        timers = TimerSettings(
+            lookahead_us=settings.lookahead_ms * 1000,
+            grace_us=settings.misfire_grace_ms * 1000,
+            count_cap=settings.max_catch_up_instants,
+        )
+        self.logic = SchedulerLogic(
+            codec or default_codec(),
+            Topics(settings.topic("runs"), settings.topic("attempts"), settings.topic("rejected")),
+            timers,
+            settings.instance_id,
+            due_batch=settings.due_batch,
+            backfill_chunk=settings.backfill_chunk,
+        )
+
+    @property
+    def name(self) -> str:
+        return "scheduler"
+
+    @property
+    def input_topics(self) -> Sequence[str]:
+        return (self.schedules_topic, self.commands_topic)
+
+    @property
+    def changelog_topic(self) -> str:
+        return self.settings.topic("scheduler-state")
+
+    def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
+        self.logic.restore_record(store, key, value)
+
+    def process(self, ctx: TaskContext, message: Any) -> None:
+        key: bytes | None = message.key()
+        job_key = job_key_from_record_key(key)
+        expected = partition_for_job_key(job_key, self.settings.partitions)
+        if expected != ctx.partition:
+            raise RejectedRecord(
+                f"{job_key!r} belongs on partition {expected} (murmur2 of the key), not "
+                f"{ctx.partition}: produce with the murmur2 partitioner"
+            )
+        out = ContextOutput(ctx)
+        now = ctx.now_us()
+        if message.topic() == self.schedules_topic:
+            _, timestamp_ms = message.timestamp()
+            stamp = timestamp_ms * 1000 if timestamp_ms > 0 else now
+            self.logic.on_schedule(ctx.store, out, ctx.partition, key, message.value(), stamp, now)
+        else:
+            self.logic.on_command(ctx.store, out, ctx.partition, key, message.value(), now)
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        out = ContextOutput(ctx)
+        deadline = time.monotonic() + PUNCTUATE_BUDGET_S
+        while self.logic.on_tick(ctx.store, out, ctx.partition, now_us):
+            if time.monotonic() > deadline:
+                break
+
+    def on_running(self, ctx: TaskContext) -> None:
+        return None
