@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from schedulerstream.errors import ValidationError as SchedulerValidationError
-from schedulerstream.model import JobDefinition
+from schedulerstream.model import JobDefinition, field_errors
 
 _WHITESPACE = " \t\r\n"
 
@@ -69,9 +69,7 @@ def parse_job_file(text: str) -> tuple[list[JobDefinition], list[JobFileError]]:
         try:
             job = JobDefinition.model_validate(value)
         except ValidationError as exc:
-            for error in exc.errors():
-                field = ".".join(str(p) for p in error["loc"]) or "value"
-                errors.append(JobFileError(line, field, error["msg"]))
+            errors.extend(JobFileError(line, f, m) for f, m in field_errors(exc))
             continue
         except SchedulerValidationError as exc:
             errors.append(JobFileError(line, exc.field, exc.message))

@@ -12,7 +12,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -23,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.durations import parse_duration, to_us
 from schedulerstream.errors import ValidationError as SchedulerValidationError
@@ -39,6 +39,15 @@ def _aware(value: datetime | None) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise ValueError("must include a UTC offset or 'Z' (e.g. 2025-01-01T00:00:00Z)")
     return value
+
+
+def field_errors(exc: PydanticValidationError) -> list[tuple[str, str]]:
+    """(dotted field, message) for each problem, without pydantic's "Value error, " prefix."""
+    found = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "value"
+        found.append((field, error["msg"].removeprefix("Value error, ")))
+    return found
 
 
 def instant_us(value: datetime) -> int:
@@ -73,10 +82,24 @@ class ScheduleSpec(_Strict):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
+        from schedulerstream.timing import get_zone
+
         try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown IANA time zone {value!r}") from None
+            get_zone(value)
+        except SchedulerValidationError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            from schedulerstream.timing import parse_fields
+
+            try:
+                parse_fields(value)
+            except SchedulerValidationError as exc:
+                raise ValueError(f"{exc.field}: {exc.message}") from None
         return value
 
     @field_validator("every")

@@ -28,7 +28,3 @@ main.add_command(schedules_cmd.schedules)
 main.add_command(runs_cmd.runs)
 main.add_command(processors_cmd.scheduler)
 main.add_command(dev_cmd.dev)
-
-
-if __name__ == "__main__":
-    main()

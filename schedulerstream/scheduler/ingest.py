@@ -11,7 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, SchedulerStreamError
 from schedulerstream.ids import split_job_key
-from schedulerstream.model import JobDefinition
+from schedulerstream.model import JobDefinition, field_errors
 
 
 class RejectedRecord(SchedulerStreamError):
@@ -19,11 +19,7 @@ class RejectedRecord(SchedulerStreamError):
 
 
 def describe_validation(exc: PydanticValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in error["loc"]) or "value"
-        parts.append(f"{loc}: {error['msg']}")
-    return "; ".join(parts)
+    return "; ".join(f"{field}: {message}" for field, message in field_errors(exc)[:3])
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,8 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "emitted_at_us": T - 1000,
                 "trigger": "scheduled",
                 "payload_json": '{"a": 1}',
-                "job": job,
+                "job_version": 7,
+                "job_definition": b"\xc3\x01definition-bytes",
             }
         ],
         "RunRevoked": [
@@ -73,6 +74,7 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "scheduled_at_us": T,
                 "revoked_at_us": T - 3,
                 "reason": "paused",
+                "job_version": 8,
             }
         ],
         "AttemptEvent": [
@@ -105,6 +107,28 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "attempts": 1,
                 "last_error": None,
                 "updated_at_us": T + 2,
+            }
+        ],
+        "SchedulerJob": [
+            {
+                "version": 7,
+                "definition": b"\xc3\x01def",
+                "paused": False,
+                "fired_through_us": T,
+                "next_fire_us": T + 60,
+                "next_not_before_us": T + 61,
+                "runs_emitted": 3,
+                "pending": [{"run_id": "acme/j@x", "scheduled_at_us": T, "not_before_us": T + 1}],
+                "recent_requests": ["r1", "r2"],
+                "backfills": [
+                    {
+                        "request_id": "b",
+                        "next_after_us": T,
+                        "end_us": T + 9,
+                        "rerun": True,
+                        "emitted": 2,
+                    }
+                ],
             }
         ],
         "Rejected": [

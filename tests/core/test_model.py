@@ -51,8 +51,8 @@ def test_the_documented_example_validates_with_defaults() -> None:
     [
         (job(tenant="Acme"), "tenant", "pattern"),
         (job(job_id="-x"), "job_id", "pattern"),
-        (job(schedule={"cron": "61 * * * *"}), "schedule", "minute"),
-        (job(schedule={"cron": "* * * *"}), "schedule", "cron"),
+        (job(schedule={"cron": "61 * * * *"}), "schedule.cron", "minute: '61'"),
+        (job(schedule={"cron": "* * * *"}), "schedule.cron", "expression"),
         (
             job(schedule={"cron": "0 * * * *", "timezone": "Mars/Olympus"}),
             "schedule.timezone",

@@ -120,6 +120,10 @@ class Harness:
 def command(kind: str, fields: dict[str, Any], job: str = "j1", at: int = 0) -> bytes:
     return CODEC.encode(
         "Command",
-        {"tenant": "acme", "job_id": job, "issued_at_us": at,
-         "command": (f"io.schedulerstream.{kind}", fields)},
-    )  # fmt: skip
+        {
+            "tenant": "acme",
+            "job_id": job,
+            "issued_at_us": at,
+            "command": (f"io.schedulerstream.{kind}", fields),
+        },
+    )

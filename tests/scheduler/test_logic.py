@@ -24,8 +24,10 @@ def test_emits_each_minute_once_ahead_of_time_with_not_before() -> None:
     h.tick_until(us("2025-01-06T10:03:00Z"))
     runs = h.out.runs()
     assert [r["run_id"] for r in runs] == [
-        "acme/j1@20250106T100100Z", "acme/j1@20250106T100200Z", "acme/j1@20250106T100300Z",
-    ]  # fmt: skip
+        "acme/j1@20250106T100100Z",
+        "acme/j1@20250106T100200Z",
+        "acme/j1@20250106T100300Z",
+    ]
     for r in runs:
         assert r["not_before_us"] == r["scheduled_at_us"]
         assert 0 < r["scheduled_at_us"] - r["emitted_at_us"] <= 1_000_000  # lookahead
@@ -43,8 +45,16 @@ def test_replaying_the_same_version_is_ignored_and_counted() -> None:
 
 def test_start_end_and_max_runs_bound_the_instants() -> None:
     h = started()
-    h.put(definition(1, schedule={"cron": "* * * * *", "start_at": "2025-01-06T10:02:00Z",
-                                  "end_at": "2025-01-06T10:06:00Z"}))  # fmt: skip
+    h.put(
+        definition(
+            1,
+            schedule={
+                "cron": "* * * * *",
+                "start_at": "2025-01-06T10:02:00Z",
+                "end_at": "2025-01-06T10:06:00Z",
+            },
+        )
+    )
     h.tick_until(us("2025-01-06T10:10:00Z"), step_s=0.5)
     assert h.run_ids() == [f"acme/j1@20250106T10{m:02d}00Z" for m in (2, 3, 4, 5)]
     h2 = started()
@@ -130,9 +140,11 @@ def test_update_changes_expression_without_refiring() -> None:
     h.put(definition(2, schedule={"cron": "*/5 * * * *"}))
     h.tick_until(us("2025-01-06T10:11:00Z"), step_s=0.5)
     assert h.run_ids() == [
-        "acme/j1@20250106T100100Z", "acme/j1@20250106T100200Z",
-        "acme/j1@20250106T100500Z", "acme/j1@20250106T101000Z",
-    ]  # fmt: skip
+        "acme/j1@20250106T100100Z",
+        "acme/j1@20250106T100200Z",
+        "acme/j1@20250106T100500Z",
+        "acme/j1@20250106T101000Z",
+    ]
 
 
 def test_update_inside_lookahead_revokes_and_reemits_with_new_version() -> None:
@@ -143,8 +155,9 @@ def test_update_inside_lookahead_revokes_and_reemits_with_new_version() -> None:
     h.tick_until(us("2025-01-06T10:01:00Z"))
     runs = h.out.runs()
     assert [(r["run_id"], r["job_version"]) for r in runs] == [
-        ("acme/j1@20250106T100100Z", 1), ("acme/j1@20250106T100100Z", 2),
-    ]  # fmt: skip
+        ("acme/j1@20250106T100100Z", 1),
+        ("acme/j1@20250106T100100Z", 2),
+    ]
     assert h.out.revoked()[0]["job_version"] == 2
 
 
@@ -179,10 +192,28 @@ def test_backfill_reuses_ids_without_rerun_and_fresh_ids_with_rerun_in_chunks() 
     h.put(definition(1), ts=us("2025-01-06T09:00:00Z"))  # existed since 09:00
     h.logic.on_tick(h.store, h.out, 0, h.now)  # 09:01..09:59 are late: fire_once fires 09:59
     h.out.clear()
-    h.command(command("Backfill", {"request_id": "b1", "start_us": us("2025-01-06T09:30:00Z"),
-                                   "end_us": us("2025-01-06T10:00:00Z"), "rerun": False}))  # fmt: skip
-    h.command(command("Backfill", {"request_id": "b2", "start_us": us("2025-01-06T09:50:00Z"),
-                                   "end_us": us("2025-01-06T09:52:00Z"), "rerun": True}))  # fmt: skip
+    h.command(
+        command(
+            "Backfill",
+            {
+                "request_id": "b1",
+                "start_us": us("2025-01-06T09:30:00Z"),
+                "end_us": us("2025-01-06T10:00:00Z"),
+                "rerun": False,
+            },
+        )
+    )
+    h.command(
+        command(
+            "Backfill",
+            {
+                "request_id": "b2",
+                "start_us": us("2025-01-06T09:50:00Z"),
+                "end_us": us("2025-01-06T09:52:00Z"),
+                "rerun": True,
+            },
+        )
+    )
     h.logic.on_tick(h.store, h.out, 0, h.now)
     first_chunk = [r for r in h.out.runs() if r["trigger"] == "backfill"]
     assert len(first_chunk) == 7  # chunked: a huge window cannot stall the partition
@@ -191,8 +222,9 @@ def test_backfill_reuses_ids_without_rerun_and_fresh_ids_with_rerun_in_chunks() 
     plain = [r for r in backfill if "~" not in r]
     assert len(plain) == 30 and plain[0] == "acme/j1@20250106T093000Z"
     assert [r for r in backfill if "~" in r] == [
-        "acme/j1@20250106T095000Z~b2", "acme/j1@20250106T095100Z~b2",
-    ]  # fmt: skip
+        "acme/j1@20250106T095000Z~b2",
+        "acme/j1@20250106T095100Z~b2",
+    ]
 
 
 def test_poison_records_are_rejected_with_a_reason() -> None:
@@ -200,15 +232,22 @@ def test_poison_records_are_rejected_with_a_reason() -> None:
     cases = [
         (b"acme/j1", b"\x00\x01garbage", "neither Avro"),
         (b"acme/j1", b"\xc3\x01" + b"\x00" * 9, "unknown schema"),
-        (b"acme/j1", b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "61 * * * *"},'
-                     b' "target": {"type": "http", "url": "https://x/"}}', "minute"),
-        (b"acme/j1", b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "* * * * *",'
-                     b' "timezone": "Mars/Base"}, "target": {"type": "http", "url": "https://x/"}}',
-         "Mars/Base"),
+        (
+            b"acme/j1",
+            b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "61 * * * *"},'
+            b' "target": {"type": "http", "url": "https://x/"}}',
+            "minute",
+        ),
+        (
+            b"acme/j1",
+            b'{"tenant": "acme", "job_id": "j1", "schedule": {"cron": "* * * * *",'
+            b' "timezone": "Mars/Base"}, "target": {"type": "http", "url": "https://x/"}}',
+            "Mars/Base",
+        ),
         (b"ACME/j1", definition(1), "bad key"),
         (b"acme/other", definition(1), "does not match"),
         (None, definition(1), "no key"),
-    ]  # fmt: skip
+    ]
     for key, value, needle in cases:
         with pytest.raises(RejectedRecord, match=needle):
             h.logic.on_schedule(h.store, h.out, 0, key, value, h.now, h.now)
@@ -218,8 +257,10 @@ def test_poison_records_are_rejected_with_a_reason() -> None:
 
 def test_json_value_without_version_uses_the_record_timestamp() -> None:
     h = started()
-    value = (b'{"tenant": "acme", "job_id": "j1", "schedule": {"every": 10},'
-             b' "target": {"type": "kafka", "topic": "out"}}')  # fmt: skip
+    value = (
+        b'{"tenant": "acme", "job_id": "j1", "schedule": {"every": 10},'
+        b' "target": {"type": "kafka", "topic": "out"}}'
+    )
     h.put(value, ts=T0 - 5)
     state = h.logic.load(h.store, "acme/j1")
     assert state is not None and state.version == T0 - 5

@@ -1,0 +1,5 @@
+"""``python -m schedulerstream``."""
+
+from schedulerstream.cli import main
+
+main()

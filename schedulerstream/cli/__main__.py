@@ -1,0 +1,5 @@
+"""``python -m schedulerstream.cli``."""
+
+from schedulerstream.cli import main
+
+main()

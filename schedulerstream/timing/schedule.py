@@ -1,0 +1,35 @@
+"""The one interface every kind of schedule offers to the scheduler."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+MICROS = 1_000_000
+
+
+@runtime_checkable
+class Schedule(Protocol):
+    """Fire instants as UTC epoch microseconds, strictly increasing."""
+
+    def next_after(self, after_us: int) -> int | None:
+        """The first instant strictly after ``after_us``, or None if there is none."""
+        ...
+
+    def next_n(self, after_us: int, n: int) -> list[int]:
+        """Up to ``n`` instants strictly after ``after_us``, in order."""
+        ...
+
+
+def next_instants(
+    schedule: Schedule, after_us: int, count: int, until_us: int | None = None
+) -> list[int]:
+    """Up to ``count`` instants after ``after_us`` and, if ``until_us`` is given, not after it."""
+    found: list[int] = []
+    current = after_us
+    while len(found) < count:
+        instant = schedule.next_after(current)
+        if instant is None or (until_us is not None and instant > until_us):
+            break
+        found.append(instant)
+        current = instant
+    return found
