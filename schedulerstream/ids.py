@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from schedulerstream.errors import ValidationError
 
@@ -37,7 +38,9 @@ def split_job_key(key: str) -> tuple[str, str]:
     return check_id("tenant", tenant), check_id("job_id", job_id)
 
 
+@lru_cache(maxsize=8192)
 def format_instant(instant_us: int) -> str:
+    """``%Y%m%dT%H%M%SZ`` of an instant (cached: a burst shares one instant)."""
     return datetime.fromtimestamp(instant_us / 1_000_000, tz=UTC).strftime(INSTANT_FORMAT)
 
 

@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     tick_ms: int = Field(default=50, ge=1, le=100)
     lookahead_ms: int = Field(default=1000, ge=0, le=10_000)
     misfire_grace_ms: int = Field(default=60_000, ge=0)
+    burst_lead_ms: int = Field(default=10_000, ge=0, le=60_000)
+    burst_min_interval_ms: int = Field(default=60_000, ge=1000)
     due_batch: int = Field(default=5000, ge=1)
     commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)

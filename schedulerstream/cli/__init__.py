@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from schedulerstream.cli import (
@@ -13,9 +15,20 @@ from schedulerstream.cli import (
     schedules_cmd,
     topics_cmd,
 )
+from schedulerstream.errors import SchedulerStreamError
 
 
-@click.group()
+class _Group(click.Group):
+    """Turns settings and broker errors of any command into a clear one-line error."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SchedulerStreamError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Group)
 @click.version_option(package_name="schedulerstream")
 def main() -> None:
     """schedulerstream: a distributed cron scheduler on Apache Kafka."""

@@ -30,7 +30,7 @@ from schedulerstream.scheduler.timers import (
     revoke_pending,
     schedule_next,
 )
-from schedulerstream.timing import NextInstantCache
+from schedulerstream.timing import Schedule
 
 MAX_VERSION = (1 << 63) - 1
 
@@ -84,8 +84,11 @@ class SchedulerLogic:
         self.instance = instance
         self.due_batch = due_batch
         self.backfill_chunk = backfill_chunk
-        self.next_cache = NextInstantCache(maxsize=262_144)
-        self.plans = PlanCache(lambda data: codec.decode_as("JobDefinition", data))
+        self.plans = PlanCache(
+            lambda data: codec.decode_as("JobDefinition", data),
+            sparse_us=timers.sparse_interval_us,
+            burst_lead_us=timers.burst_lead_us,
+        )
         self.counters = Counters()
 
     # -- state ------------------------------------------------------------------------------
@@ -107,8 +110,8 @@ class SchedulerLogic:
     def _reindex(
         self, store: Store, job_key: str, old: JobState | None, new: JobState | None
     ) -> None:
-        old_due = None if old is None else old.next_not_before_us
-        new_due = None if new is None else new.next_not_before_us
+        old_due = None if old is None else old.next_emit_us
+        new_due = None if new is None else new.next_emit_us
         if old_due != new_due:
             if old_due is not None:
                 store.delete(keys.due_key(old_due, job_key), logged=False)
@@ -172,7 +175,11 @@ class SchedulerLogic:
         else:
             state = JobState(job.version, upsert.definition, job.paused, min(timestamp_us, now_us))
         plan = self.plan_of(job_key, state)
-        schedule_next(state, plan, self.next_cache.next_after)
+        schedule_next(state, plan, _next_after)
+        if current is None and state.next_fire_us is None:
+            reason = "the job has no instant after it was created (an 'at' or end_at in the past?)"
+            self._attempt(out, partition, f"{job_key}@never", plan.tenant, plan.job_id, "missed",
+                          now_us, None, reason, 0)  # fmt: skip
         self.save(store, job_key, current, state)
 
     def on_command(
@@ -236,7 +243,7 @@ class SchedulerLogic:
         """Emit what is due for one job; return its new state (``state`` is left untouched)."""
         new = state.copy()
         plan = self.plan_of(job_key, new)
-        result = advance(new, plan, now_us, self.timers, self.next_cache.next_after)
+        result = advance(new, plan, now_us, self.timers, _next_after)
         for emission in result.emissions:
             self._emit(out, partition, plan, emission, now_us)
         for missed in result.missed:
@@ -257,7 +264,7 @@ class SchedulerLogic:
         plan = self.plan_of(job_key, state)
         cursor = state.backfills[0]
         for _ in range(self.backfill_chunk):
-            instant = self.next_cache.next_after(plan.schedule, cursor.next_after_us)
+            instant = _next_after(plan.schedule, cursor.next_after_us)
             if instant is None or instant >= cursor.end_us:
                 state.backfills.pop(0)
                 break
@@ -358,8 +365,14 @@ class SchedulerLogic:
         )  # fmt: skip
 
 
+def _next_after(schedule: Schedule, after_us: int) -> int | None:
+    # Schedules are shared per definition (parse_cron is cached) and each remembers its last
+    # answer, so 100k jobs on one expression asking about one instant compute it once.
+    return schedule.next_after(after_us)
+
+
 def _indexed(state: JobState) -> tuple[int | None, bool]:
-    return state.next_not_before_us, bool(state.backfills)
+    return state.next_emit_us, bool(state.backfills)
 
 
 def _take(items: Iterator[tuple[bytes, bytes]], limit: int) -> list[tuple[bytes, bytes]]:

@@ -67,6 +67,7 @@ class JobPlan:
     max_runs: int | None
     payload_json: str | None
     definition: bytes
+    lead_us: int = 0
 
     def jitter_of(self, run_id: str) -> int:
         """Deterministic, bounded delay in ``[0, jitter)`` for one run."""
@@ -78,27 +79,58 @@ class JobPlan:
         return scheduled_run_id(self.key, instant_us)
 
 
-def build_plan(record: dict[str, Any], definition: bytes) -> JobPlan:
+# A fixed reference instant (2024-01-01T00:00:00Z) so a job's spacing is computed the same way
+# on every instance.
+_SPACING_REFERENCE_US = 1_704_067_200_000_000
+
+
+def spacing_us(schedule: Schedule) -> int | None:
+    """The shortest gap between the schedule's next few instants after a fixed reference."""
+    instants = schedule.next_n(_SPACING_REFERENCE_US, 4)
+    if len(instants) < 2:
+        return None
+    return min(b - a for a, b in zip(instants, instants[1:], strict=False))
+
+
+def lead_for(schedule: Schedule, sparse_us: int, burst_lead_us: int) -> int:
+    """Extra emission lead for sparse schedules (the top-of-the-hour kind), 0 for dense ones.
+
+    Emitting sparse jobs ``burst_lead_us`` early lets a burst of 100,000 runs at one instant
+    be committed before the instant; each such job has at most one run pending at a time.
+    """
+    gap = spacing_us(schedule)
+    return burst_lead_us if gap is None or gap >= sparse_us else 0
+
+
+def build_plan(
+    record: dict[str, Any], definition: bytes, sparse_us: int = 0, burst_lead_us: int = 0
+) -> JobPlan:
+    schedule = schedule_of(record["schedule"])
     return JobPlan(
         key=f"{record['tenant']}/{record['job_id']}",
         tenant=record["tenant"],
         job_id=record["job_id"],
         version=record["version"],
-        schedule=schedule_of(record["schedule"]),
+        schedule=schedule,
         misfire_policy=record["misfire_policy"],
         catch_up_window_us=record["catch_up_window_us"],
         jitter_us=record["schedule"]["jitter_us"],
         max_runs=record["max_runs"],
         payload_json=record["payload_json"],
         definition=definition,
+        lead_us=lead_for(schedule, sparse_us, burst_lead_us) if burst_lead_us else 0,
     )
 
 
 class PlanCache:
     """Bounded LRU of JobPlans keyed by (job key, version)."""
 
-    def __init__(self, decode: Any, maxsize: int = 200_000) -> None:
+    def __init__(
+        self, decode: Any, maxsize: int = 200_000, sparse_us: int = 0, burst_lead_us: int = 0
+    ) -> None:
         self._decode = decode
+        self._sparse_us = sparse_us
+        self._burst_lead_us = burst_lead_us
         self._maxsize = maxsize
         self._plans: OrderedDict[tuple[str, int], JobPlan] = OrderedDict()
 
@@ -108,7 +140,9 @@ class PlanCache:
         if plan is not None and plan.definition == definition:
             self._plans.move_to_end(cache_key)
             return plan
-        plan = build_plan(self._decode(definition), definition)
+        plan = build_plan(
+            self._decode(definition), definition, self._sparse_us, self._burst_lead_us
+        )
         self._plans[cache_key] = plan
         if len(self._plans) > self._maxsize:
             self._plans.popitem(last=False)

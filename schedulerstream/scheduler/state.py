@@ -36,6 +36,7 @@ class JobState:
     fired_through_us: int
     next_fire_us: int | None = None
     next_not_before_us: int | None = None
+    next_emit_us: int | None = None
     runs_emitted: int = 0
     pending: list[PendingRun] = field(default_factory=list)
     recent_requests: list[str] = field(default_factory=list)
@@ -53,7 +54,7 @@ class JobState:
         """A deep copy (mutations on it leave this one untouched)."""
         return JobState(
             self.version, self.definition, self.paused, self.fired_through_us,
-            self.next_fire_us, self.next_not_before_us, self.runs_emitted,
+            self.next_fire_us, self.next_not_before_us, self.next_emit_us, self.runs_emitted,
             [PendingRun(p.run_id, p.scheduled_at_us, p.not_before_us) for p in self.pending],
             list(self.recent_requests),
             [BackfillCursor(b.request_id, b.next_after_us, b.end_us, b.rerun, b.emitted)
@@ -68,6 +69,7 @@ class JobState:
             "fired_through_us": self.fired_through_us,
             "next_fire_us": self.next_fire_us,
             "next_not_before_us": self.next_not_before_us,
+            "next_emit_us": self.next_emit_us,
             "runs_emitted": self.runs_emitted,
             "pending": [
                 {
@@ -99,6 +101,7 @@ class JobState:
             fired_through_us=record["fired_through_us"],
             next_fire_us=record["next_fire_us"],
             next_not_before_us=record["next_not_before_us"],
+            next_emit_us=record["next_emit_us"],
             runs_emitted=record["runs_emitted"],
             pending=[PendingRun(**p) for p in record["pending"]],
             recent_requests=list(record["recent_requests"]),

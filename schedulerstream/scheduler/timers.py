@@ -20,9 +20,14 @@ NextAfter = Callable[[Schedule, int], int | None]
 
 @dataclass(frozen=True, slots=True)
 class TimerSettings:
+    """``lookahead``: emit runs this early; ``burst_lead``: extra lead for sparse jobs (whose
+    instants are at least ``sparse_interval`` apart); ``grace``: later than this is missed."""
+
     lookahead_us: int
     grace_us: int
     count_cap: int
+    burst_lead_us: int = 0
+    sparse_interval_us: int = 60_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,7 @@ def advance(
     if state.paused:
         return result
     state.pending = [p for p in state.pending if p.not_before_us > now_us]
-    horizon = now_us + timers.lookahead_us
+    horizon = now_us + timers.lookahead_us + plan.lead_us
     window_start = now_us - plan.catch_up_window_us
     late_cut = now_us - timers.grace_us
     schedule = plan.schedule
@@ -146,9 +151,11 @@ def schedule_next(state: JobState, plan: JobPlan, next_after: NextAfter) -> None
         None if state.paused or finished else next_after(plan.schedule, state.fired_through_us)
     )
     state.next_fire_us = instant
-    state.next_not_before_us = (
-        None if instant is None else instant + plan.jitter_of(plan.run_id(instant))
-    )
+    if instant is None:
+        state.next_not_before_us = state.next_emit_us = None
+    else:
+        state.next_not_before_us = instant + plan.jitter_of(plan.run_id(instant))
+        state.next_emit_us = state.next_not_before_us - plan.lead_us
 
 
 def revoke_pending(state: JobState, now_us: int) -> list[PendingRun]:

@@ -40,6 +40,8 @@ class SchedulerTopology(Topology):
             lookahead_us=settings.lookahead_ms * 1000,
             grace_us=settings.misfire_grace_ms * 1000,
             count_cap=settings.max_catch_up_instants,
+            burst_lead_us=settings.burst_lead_ms * 1000,
+            sparse_interval_us=settings.burst_min_interval_ms * 1000,
         )
         self.logic = SchedulerLogic(
             codec or default_codec(),

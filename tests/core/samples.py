@@ -117,6 +117,7 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "fired_through_us": T,
                 "next_fire_us": T + 60,
                 "next_not_before_us": T + 61,
+                "next_emit_us": T + 50,
                 "runs_emitted": 3,
                 "pending": [{"run_id": "acme/j@x", "scheduled_at_us": T, "not_before_us": T + 1}],
                 "recent_requests": ["r1", "r2"],

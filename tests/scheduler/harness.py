@@ -92,8 +92,19 @@ def definition(version: int, **overrides: Any) -> bytes:
 class Harness:
     """One partition's scheduler logic with a hand-moved clock."""
 
-    def __init__(self, lookahead_s: float = 1.0, grace_s: float = 60.0, **kwargs: Any) -> None:
-        timers = TimerSettings(int(lookahead_s * 1e6), int(grace_s * 1e6), count_cap=10_000)
+    def __init__(
+        self,
+        lookahead_s: float = 1.0,
+        grace_s: float = 60.0,
+        burst_lead_s: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        timers = TimerSettings(
+            int(lookahead_s * 1e6),
+            int(grace_s * 1e6),
+            count_cap=10_000,
+            burst_lead_us=int(burst_lead_s * 1e6),
+        )
         self.logic = SchedulerLogic(CODEC, TOPICS, timers, "test", **kwargs)
         self.store = SortedStore()
         self.out = Recorder()

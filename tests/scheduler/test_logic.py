@@ -279,3 +279,32 @@ def test_dst_spring_forward_fixed_time_fires_after_the_gap() -> None:
     h.put(definition(1, schedule={"cron": "30 2 * * *", "timezone": "America/New_York"}))
     h.tick_until(us("2024-03-11T12:00:00Z"), step_s=30)
     assert h.run_ids() == ["acme/j1@20240310T070000Z", "acme/j1@20240311T063000Z"]
+
+
+def test_sparse_jobs_are_emitted_a_burst_lead_early_and_dense_ones_are_not() -> None:
+    h = started(burst_lead_s=10)
+    h.put(definition(1, job_id="hourly", schedule={"cron": "0 * * * *"}), key=b"acme/hourly")
+    h.put(definition(1, job_id="dense", schedule={"every": 1}), key=b"acme/dense")
+    h.tick_until(us("2025-01-06T10:59:48.9Z"))
+    assert not any(r["job_id"] == "hourly" for r in h.out.runs())
+    h.tick_until(us("2025-01-06T10:59:49.05Z"))
+    hourly = [r for r in h.out.runs() if r["job_id"] == "hourly"]
+    assert [r["run_id"] for r in hourly] == ["acme/hourly@20250106T110000Z"]
+    assert hourly[0]["not_before_us"] == us("2025-01-06T11:00:00Z")
+    dense = [r for r in h.out.runs() if r["job_id"] == "dense"]
+    assert all(r["scheduled_at_us"] - r["emitted_at_us"] <= 1_000_000 for r in dense)
+    # a pause inside the lead revokes the early run
+    h.put(
+        definition(2, job_id="hourly", paused=True, schedule={"cron": "0 * * * *"}),
+        key=b"acme/hourly",
+    )
+    assert [r["run_id"] for r in h.out.revoked()] == ["acme/hourly@20250106T110000Z"]
+
+
+def test_a_job_with_no_future_instant_is_reported_not_silently_dropped() -> None:
+    h = started()
+    h.put(definition(1, schedule={"at": "2025-01-06T09:00:00Z"}))
+    missed = h.out.attempts("missed")
+    assert len(missed) == 1 and "no instant after it was created" in missed[0]["reason"]
+    h.tick_until(T0 + 5_000_000)
+    assert h.out.runs() == []

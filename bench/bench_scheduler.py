@@ -1,0 +1,250 @@
+"""Scheduler figures: emit throughput vs a raw transactional passthrough, a top-of-the-hour
+burst with a small tenant in the same instant, state size per job, restore and takeover.
+
+    .venv/bin/python bench/bench_scheduler.py --jobs 100000 [--quick]
+
+Progress goes to stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+from schedulerstream.codec import default_codec
+from schedulerstream.kafka import clients
+from schedulerstream.model import JobDefinition
+from schedulerstream.publish import Publisher
+from schedulerstream.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_passthrough import measure as passthrough
+from bench.common import bench_broker, dir_bytes, fresh, log_bytes, percentile, progress
+from tests.support.procs import ProcessorProcess
+
+SECOND = 1_000_000
+RUNNING = re.compile(r"^(\S+ \S+) INFO .*task (\d+) running: restored (\d+) records \((\w+)\)")
+
+
+def jobs_for(tenant: str, count: int, interval_s: int) -> list[JobDefinition]:
+    return [
+        JobDefinition.model_validate(
+            {"tenant": tenant, "job_id": f"j{i}", "schedule": {"every": interval_s},
+             "target": {"type": "kafka", "topic": "bench.out"}}
+        )
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def publish(settings: Settings, jobs: list[JobDefinition], chunk: int = 20_000) -> None:
+    publisher = Publisher(settings)
+    for start in range(0, len(jobs), chunk):
+        publisher.put_jobs(jobs[start : start + chunk], timeout=120)
+
+
+def group_lag(settings: Settings, group: str, topic: str) -> int:
+    consumer = Consumer(clients.consumer_config(settings, group))
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        parts = [TopicPartition(topic, p) for p in meta.partitions]
+        committed = consumer.committed(parts, timeout=10)
+        lag = 0
+        for tp in committed:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, tp.partition), timeout=10
+            )
+            lag += high - max(tp.offset, 0)
+        return lag
+    finally:
+        consumer.close()
+
+
+def wait_ingested(settings: Settings, timeout: float) -> float:
+    started = time.monotonic()
+    group = f"{settings.topic_prefix}scheduler"
+    while time.monotonic() - started < timeout:
+        if group_lag(settings, group, settings.topic("schedules")) == 0:
+            return time.monotonic() - started
+        time.sleep(1)
+    raise RuntimeError("the scheduler did not ingest the jobs in time")
+
+
+def log_times(proc: ProcessorProcess) -> list[tuple[float, int, int, str]]:
+    """(unix time, partition, records, warm|cold) for each task that reached RUNNING."""
+    found = []
+    for line in proc.log().splitlines():
+        match = RUNNING.match(line)
+        if match:
+            stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            found.append((stamp, int(match[2]), int(match[3]), match[4]))
+    return found
+
+
+def watch_burst(
+    settings: Settings, instant_us: int, expected: int, timeout: float
+) -> list[tuple[str, int, int]]:
+    """(tenant, emitted_at_us, arrival_us) of the runs of ``instant_us``, read_committed."""
+    consumer = Consumer(clients.consumer_config(settings, f"{settings.topic_prefix}bench-watch"))
+    topic = settings.topic("runs")
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in meta.partitions])
+    codec = default_codec()
+    seen: list[tuple[str, int, int]] = []
+    deadline = time.monotonic() + timeout
+    while len(seen) < expected and time.monotonic() < deadline:
+        for msg in consumer.consume(2000, 0.1):
+            if msg.error():
+                continue
+            arrival = time.time_ns() // 1000
+            name, record = codec.decode(msg.value())
+            if name == "RunTriggered" and record["scheduled_at_us"] == instant_us:
+                seen.append((record["tenant"], record["emitted_at_us"], arrival))
+    consumer.close()
+    return seen
+
+
+def burst(
+    base: Settings, big: int, small: int, log_dir: Path, burst_lead_ms: int
+) -> tuple[dict[str, Any], Settings, ProcessorProcess]:
+    """One tenant's ``big`` jobs and another's ``small`` due at one instant."""
+    interval = 60
+    settings = fresh(base, burst_lead_ms=burst_lead_ms)
+    proc = ProcessorProcess(
+        settings, "scheduler", f"burst-{burst_lead_ms}", log_dir, data_dir=settings.data_dir / "a"
+    )
+    proc.start()
+    proc.wait_for_log(" running: restored", timeout=120, count=settings.partitions)
+    progress(f"publishing {big} + {small} jobs")
+    t0 = time.monotonic()
+    publish(settings, jobs_for("big", big, interval) + jobs_for("small", small, interval))
+    produce_s = time.monotonic() - t0
+    ingest_s = wait_ingested(settings, timeout=1800)
+    progress(f"published in {produce_s:.1f}s, ingested {ingest_s:.1f}s after")
+    now = time.time_ns() // 1000
+    instant = (now // (interval * SECOND) + 1) * interval * SECOND
+    if instant - now < 3 * SECOND:
+        instant += interval * SECOND
+    progress(f"waiting for the burst at {datetime.utcfromtimestamp(instant / 1e6):%H:%M:%S}Z")
+    seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600)
+    arrivals = [a for _, _, a in seen]
+    late_ms = [(a - instant) / 1000 for _, _, a in seen]
+    small_ms = [(a - instant) / 1000 for t, _, a in seen if t == "small"]
+    span_s = (max(arrivals) - min(arrivals)) / 1e6 if arrivals else float("nan")
+    return (
+        {
+            "burst_jobs": big + small,
+            "burst_seen": len(seen),
+            "burst_drain_s": round(max(late_ms) / 1000, 3) if late_ms else None,
+            "burst_commit_span_s": round(span_s, 3),
+            "scheduler_runs_per_s": round(len(seen) / span_s) if span_s > 0 else None,
+            "emit_lateness_p50_ms": round(percentile(late_ms, 50), 1),
+            "emit_lateness_p99_ms": round(percentile(late_ms, 99), 1),
+            "burst_small_tenant_p99_ms": round(percentile(small_ms, 99), 1),
+            "publish_jobs_per_s": round((big + small) / produce_s),
+            "ingest_jobs_per_s": round((big + small) / (produce_s + ingest_s)),
+        },
+        settings,
+        proc,
+    )
+
+
+def state_and_restore(
+    settings: Settings, proc: ProcessorProcess, jobs: int, log_dir: Path, broker_dir: Path
+) -> dict[str, Any]:
+    rocks = dir_bytes(settings.data_dir / "a")
+    changelog = sum(
+        log_bytes(p)
+        for p in (broker_dir / "kafka" / "data").glob(f"{settings.topic('scheduler-state')}-*")
+    )
+    result: dict[str, Any] = {
+        "state_rocksdb_bytes": rocks,
+        "state_changelog_bytes": changelog,
+        "state_bytes_per_job": round((rocks + changelog) / jobs, 1),
+    }
+    proc.stop()
+    warm = ProcessorProcess(
+        settings, "scheduler", "warm-a", log_dir, data_dir=settings.data_dir / "a"
+    )
+    started = time.time()
+    warm.start()
+    warm.wait_for_log(" running: restored", timeout=600, count=settings.partitions)
+    times = log_times(warm)
+    result["warm_restart_s"] = round(max(t for t, *_ in times) - started, 2)
+    warm.stop()
+    cold = ProcessorProcess(
+        settings, "scheduler", "cold-b", log_dir, data_dir=settings.data_dir / "b"
+    )
+    started = time.time()
+    cold.start()
+    cold.wait_for_log(" running: restored", timeout=1200, count=settings.partitions)
+    times = log_times(cold)
+    records = sum(r for _, _, r, _ in times)
+    elapsed = max(t for t, *_ in times) - started
+    result["cold_restore_records"] = records
+    result["cold_restore_s"] = round(elapsed, 2)
+    result["restore_jobs_per_s"] = round(records / elapsed)
+    # takeover: a second instance joins, then the first is killed
+    other = ProcessorProcess(
+        settings, "scheduler", "cold-c", log_dir, data_dir=settings.data_dir / "c"
+    )
+    other.start()
+    time.sleep(15)
+    before = len(log_times(other))
+    killed_at = time.time()
+    cold.kill()
+    other.wait_for_log(" running: restored", timeout=300, count=before + 1)
+    deadline = time.monotonic() + 120
+    while (
+        time.monotonic() < deadline
+        and len({p for _, p, _, _ in log_times(other)}) < settings.partitions
+    ):
+        time.sleep(0.5)
+    after = [t for t, *_ in log_times(other)[before:]]
+    result["takeover_s"] = round(max(after) - killed_at, 2) if after else None
+    result["takeover_session_timeout_ms"] = settings.session_timeout_ms
+    other.stop()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=100)
+    parser.add_argument("--passthrough-records", type=int, default=200_000)
+    args = parser.parse_args()
+    base = bench_broker()
+    log_dir = Path(base.data_dir).parent / "logs" / time.strftime("%Y%m%dT%H%M%S")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    progress(f"passthrough baseline: {args.passthrough_records} records")
+    raw = passthrough(fresh(base, apply=False), args.passthrough_records)
+    figures: dict[str, Any] = {"passthrough_per_s": raw["records_per_s"]}
+    progress("burst without the burst lead (raw emission rate and lateness)")
+    raw_burst, settings, proc = burst(base, args.jobs, args.small, log_dir, burst_lead_ms=0)
+    proc.stop()
+    figures.update({f"nolead_{k}": v for k, v in raw_burst.items()})
+    figures["scheduler_runs_per_s"] = raw_burst["scheduler_runs_per_s"]
+    progress("burst with the default burst lead")
+    result, settings, proc = burst(base, args.jobs, args.small, log_dir, burst_lead_ms=10_000)
+    result.pop("scheduler_runs_per_s")
+    figures.update(result)
+    if figures.get("scheduler_runs_per_s"):
+        figures["scheduler_vs_passthrough"] = round(
+            figures["scheduler_runs_per_s"] / figures["passthrough_per_s"], 3
+        )
+    progress("state size, restore, takeover")
+    figures.update(
+        state_and_restore(settings, proc, args.jobs + args.small, log_dir, Path(base.data_dir))
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
