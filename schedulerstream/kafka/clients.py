@@ -48,8 +48,16 @@ def transactional_producer_config(
     )
 
 
-def consumer_config(settings: Settings, group_id: str, **extra: Any) -> dict[str, Any]:
-    """A read_committed consumer with manual offset management."""
+def consumer_config(
+    settings: Settings, group_id: str, *, copartitioned: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """A read_committed consumer with manual offset management.
+
+    ``copartitioned``: the subscription has several topics whose partition i must go to the
+    same member. Cooperative-sticky and KIP-848's default "uniform" assignor do not keep
+    that; KIP-848's server-side "range" assignor does (and is sticky), classic needs the
+    eager "range" assignor.
+    """
     config = base_config(settings)
     config.update(
         {
@@ -63,13 +71,38 @@ def consumer_config(settings: Settings, group_id: str, **extra: Any) -> dict[str
     )
     if settings.group_protocol == "consumer":
         config["group.protocol"] = "consumer"
+        if copartitioned:
+            config["group.remote.assignor"] = "range"
     else:
         config.update(
             {
-                "partition.assignment.strategy": "cooperative-sticky",
+                "partition.assignment.strategy": "range" if copartitioned else "cooperative-sticky",
                 "session.timeout.ms": settings.session_timeout_ms,
                 "heartbeat.interval.ms": max(250, settings.session_timeout_ms // 4),
             }
         )
+    config.update(extra)
+    return config
+
+
+def restore_consumer_config(
+    settings: Settings, group_id: str, *, committed: bool = True, **extra: Any
+) -> dict[str, Any]:
+    """A group-less consumer (assign() only, never commits) for reading changelogs.
+
+    ``group_id`` is required by the client but never joined. ``committed=False`` gives a
+    read_uncommitted client, used only to see high watermarks (open transactions).
+    """
+    config = base_config(settings)
+    config.update(
+        {
+            "group.id": group_id,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
     config.update(extra)
     return config

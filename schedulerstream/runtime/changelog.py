@@ -1,0 +1,189 @@
+"""Changelog capture (overlay → changelog records) and restore (changelog → store).
+
+Restore runs in bounded chunks called from the processing loop, so a large restore never
+blocks the loop (heartbeats, max.poll.interval.ms, the other tasks' work).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from schedulerstream.errors import StateError
+from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.store import NO_OFFSET, StateStore
+from schedulerstream.runtime.task import RestoreStats, Task, TaskState
+from schedulerstream.runtime.transaction import TransactionalProducer
+
+log = logging.getLogger(__name__)
+
+RestoreRecord = Callable[[StateStore, bytes, bytes | None], None]
+
+
+def capture(task: Task, producer: TransactionalProducer, topic: str) -> int:
+    """Produce the task's logged overlay entries to its changelog partition; return how many.
+
+    One record per key (its last value in this transaction); a deleted key is a tombstone.
+    """
+    store = task.require_store()
+    count = 0
+    for key, value in store.logged_changes():
+        producer.produce(Output(topic, key, value, task.partition), task.on_changelog_delivery)
+        count += 1
+    return count
+
+
+def topic_id(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) -> str:
+    """The changelog topic's id, so a store of a deleted-and-recreated topic is not trusted."""
+    admin = AdminClient(admin_config)
+    try:
+        description = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout_s)
+    except Exception as exc:
+        raise StateError(f"changelog topic {topic} cannot be described: {exc}") from exc
+    return str(description.topic_id)
+
+
+class Restorer:
+    """Replays changelog partitions into the stores of RESTORING tasks.
+
+    Warm restore: a store whose metadata matches the changelog replays from its stored
+    offset + 1. A store that does not match (other topic or topic id, missing or corrupt
+    offset, offset outside the log) is wiped and restored cold from the log start.
+    """
+
+    def __init__(
+        self,
+        committed_config: dict[str, Any],
+        uncommitted_config: dict[str, Any],
+        topic: str,
+        changelog_id: str,
+        restore_record: RestoreRecord,
+        chunk: int = 10_000,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.topic = topic
+        self._source_prefix = f"{topic}\0{changelog_id}\0".encode()
+        self._restore_record = restore_record
+        self._chunk = chunk
+        self._timeout_s = timeout_s
+        self._consumer = Consumer({**committed_config, "fetch.wait.max.ms": 50})
+        # Watermark queries use clients that never fetch: a broker answers one request per
+        # connection at a time, so a fetch long-poll would delay them (fetch.wait.max.ms).
+        self._stable = Consumer(committed_config)
+        self._uncommitted = Consumer(uncommitted_config)
+        self._tasks: dict[int, Task] = {}
+        self._eof: dict[int, int] = {}
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._stable.close()
+        self._uncommitted.close()
+
+    def restoring(self) -> bool:
+        return bool(self._tasks)
+
+    def _tp(self, task: Task, offset: int | None = None) -> TopicPartition:
+        if offset is None:
+            return TopicPartition(self.topic, task.partition)
+        return TopicPartition(self.topic, task.partition, offset)
+
+    def start(self, task: Task) -> None:
+        """Open the task's store, decide warm or cold, and begin replaying (RESTORING).
+
+        A KafkaException (log end unknown) leaves the task as it was, to be retried."""
+        store = task.open_store()
+        low, end = self.watermarks(self._tp(task))  # raises before any change of state
+        task.transition(TaskState.RESTORING)
+        source = self._source_prefix + str(task.partition).encode()
+        offset = store.changelog_offset()
+        start = NO_OFFSET + 1 if offset is None else offset + 1
+        cold = offset is None or offset == NO_OFFSET
+        if store.source() != source or offset is None or start > end or start < low:
+            if not store.is_empty():
+                log.warning(
+                    "task %d: store does not match %s (offset %s, log %d..%d): rebuilding",
+                    task.partition, self.topic, offset, low, end,
+                )  # fmt: skip
+                store = store.wipe()
+                task.store = store
+            store.set_source(source)
+            start, cold = low, True
+        task.committed_changelog_offset = start - 1
+        task.pending_changelog_offset = start - 1
+        task.restore = RestoreStats(start_offset=start, end_offset=end, cold=cold)
+        task.restore_position = start
+        self._tasks[task.partition] = task
+        self._eof.pop(task.partition, None)
+        self._consumer.incremental_assign([self._tp(task, start)])
+
+    def watermarks(self, tp: TopicPartition, committed: bool = True) -> tuple[int, int]:
+        """(log start, end) of any partition; the end is the LSO when ``committed``."""
+        client = self._stable if committed else self._uncommitted
+        low, high = client.get_watermark_offsets(tp, timeout=self._timeout_s, cached=False)
+        return int(low), int(high)
+
+    def stop(self, task: Task) -> None:
+        """Stop replaying for ``task`` (caught up, revoked or closed)."""
+        if self._tasks.pop(task.partition, None) is not None:
+            self._consumer.incremental_unassign([self._tp(task)])
+            self._eof.pop(task.partition, None)
+
+    def poll(self, timeout_s: float) -> list[Task]:
+        """Apply up to one chunk of changelog records; return the tasks now caught up."""
+        if not self._tasks:
+            return []
+        touched: dict[int, Task] = {}
+        for msg in self._consumer.consume(self._chunk, timeout_s):
+            partition, offset, err = msg.partition(), msg.offset(), msg.error()
+            if partition is None or offset is None:
+                continue
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._eof[partition] = offset
+                else:
+                    log.warning("restore consumer: %s", err)
+                continue
+            task = self._tasks.get(partition)
+            key, value = msg.key(), msg.value()
+            if task is None or offset < task.restore_position or not isinstance(key, bytes):
+                continue
+            if value is not None and not isinstance(value, bytes):
+                continue
+            self._restore_record(task.require_store(), key, value)
+            task.restore_position = offset + 1
+            task.restore.records += 1
+            task.restore.bytes += len(key) + (len(value) if value else 0)
+            touched[task.partition] = task
+        for task in touched.values():
+            task.require_store().flush(task.restore_position - 1)
+            task.committed_changelog_offset = task.restore_position - 1
+            task.pending_changelog_offset = task.committed_changelog_offset
+        return [t for t in self._tasks.values() if self._caught_up(t)]
+
+    def _position(self, task: Task) -> int:
+        position = max(task.restore_position, self._eof.get(task.partition, -1))
+        if position < task.restore.end_offset:
+            consumer_position = self._consumer.position([self._tp(task)])[0].offset
+            position = max(position, consumer_position)
+        return position
+
+    def _caught_up(self, task: Task) -> bool:
+        return self._position(task) >= task.restore.end_offset
+
+    def settled(self, task: Task) -> bool:
+        """Re-check the log end now (after the input offsets were fetched): True when the
+        task has everything committed and no transaction is open on its changelog."""
+        tp = self._tp(task)
+        _, stable = self.watermarks(tp)
+        _, high = self.watermarks(tp, committed=False)
+        if stable > task.restore.end_offset:
+            task.restore.end_offset = stable
+        if not self._caught_up(task) or high > stable:
+            return False
+        task.restore.finished = time.monotonic()
+        return True

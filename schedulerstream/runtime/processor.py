@@ -1,0 +1,518 @@
+"""The Processor: one consumer loop driving the tasks of one topology, with exactly-once
+commits (consume → process → produce + changelog + offsets in one Kafka transaction).
+
+Single thread. Each ``step``: consume a batch, dispatch it to RUNNING tasks, advance
+restores by one bounded chunk, punctuate every ``tick_ms`` and commit every
+``commit_interval_ms`` when the transaction holds anything. ``commit`` is the one place a
+transaction ends well; ``_recover`` the one place it ends badly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from schedulerstream.clock import Clock, SystemClock
+from schedulerstream.errors import FencedError, StateError
+from schedulerstream.kafka import clients
+from schedulerstream.runtime.changelog import Restorer, capture, topic_id
+from schedulerstream.runtime.context import TaskContext, rejected_output
+from schedulerstream.runtime.task import Task, TaskState
+from schedulerstream.runtime.topology import Topology
+from schedulerstream.runtime.transaction import (
+    Failure,
+    TransactionalProducer,
+    TransactionFailed,
+    classify,
+    kafka_error,
+)
+from schedulerstream.settings import Settings
+
+log = logging.getLogger(__name__)
+
+StateListener = Callable[[int, TaskState], None]
+SETTLE_RETRY_S = 0.2
+
+
+class Processor:
+    """Runs ``topology`` for the partitions this member owns.
+
+    ``run()`` blocks until ``stop()`` (signal-safe) and then shuts down cleanly; tests may
+    drive ``start()`` / ``step()`` / ``close()`` themselves.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        topology: Topology,
+        *,
+        clock: Clock | None = None,
+        rejected_topic: str | None = None,
+        batch_size: int = 1000,
+        restore_chunk: int = 10_000,
+        timeout_s: float = 30.0,
+        on_state_change: StateListener | None = None,
+    ) -> None:
+        self.settings = settings
+        self.topology = topology
+        self.clock: Clock = clock or SystemClock()
+        self.rejected_topic = rejected_topic or settings.topic("rejected")
+        self.group_id = f"{settings.topic_prefix}{topology.name}"
+        self.transactional_id = f"{self.group_id}-{settings.instance_id}"
+        self.input_topics = tuple(topology.input_topics)
+        self.metrics: dict[str, float] = dict.fromkeys(
+            (
+                "records_processed", "records_rejected", "punctuate_errors", "commits",
+                "aborts", "producer_recreations", "group_fenced", "lost", "restores",
+                "restored_records", "restore_rate", "changelog_records",
+            ),
+            0,
+        )  # fmt: skip
+        self._batch = batch_size
+        self._restore_chunk = restore_chunk
+        self._timeout_s = timeout_s
+        self._listener = on_state_change
+        self._tick_s = settings.tick_ms / 1000
+        self._commit_s = settings.commit_interval_ms / 1000
+        copartitioned = len(self.input_topics) > 1
+        # a short fetch long-poll: group requests (committed offsets) share its connection
+        self._consumer_config = clients.consumer_config(
+            settings, self.group_id, copartitioned=copartitioned, **{"fetch.wait.max.ms": 100}
+        )
+        strategy = self._consumer_config.get("partition.assignment.strategy", "")
+        self._eager = strategy in ("range", "roundrobin")
+        # A short transaction timeout bounds how long a crashed member's open transaction
+        # blocks read_committed readers (and the restore of its successor).
+        self._txn = TransactionalProducer(
+            clients.transactional_producer_config(
+                settings, self.transactional_id, **{"transaction.timeout.ms": 10_000}
+            ),
+            timeout_s,
+        )
+        self._consumer: Consumer | None = None
+        self._restorer: Restorer | None = None
+        self._tasks: dict[int, Task] = {}
+        self._contexts: dict[int, TaskContext] = {}
+        self._assigned: set[tuple[str, int]] = set()
+        self._awaiting: dict[int, float] = {}  # caught up, waiting to settle: retry time
+        self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
+        self._dirty = False
+        self._stopping = False
+        self._started = False
+        self._next_tick = 0.0
+        self._next_commit = 0.0
+
+    # -- public API ---------------------------------------------------------------------
+    @property
+    def tasks(self) -> dict[int, Task]:
+        """The current tasks by partition (read only)."""
+        return dict(self._tasks)
+
+    def running_partitions(self) -> list[int]:
+        return sorted(p for p, t in self._tasks.items() if t.state is TaskState.RUNNING)
+
+    def start(self) -> None:
+        """Create the producer (fencing older instances), the restorer and the consumer."""
+        self._txn.start()
+        changelog = self.topology.changelog_topic
+        self._restorer = Restorer(
+            clients.restore_consumer_config(self.settings, f"{self.group_id}-restore"),
+            clients.restore_consumer_config(
+                self.settings, f"{self.group_id}-restore", committed=False
+            ),
+            changelog,
+            topic_id(clients.base_config(self.settings), changelog, self._timeout_s),
+            self.topology.restore_record,
+            self._restore_chunk,
+            self._timeout_s,
+        )
+        self._consumer = Consumer(self._consumer_config)
+        self._consumer.subscribe(
+            list(self.input_topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        now = time.monotonic()
+        self._next_tick = now + self._tick_s
+        self._next_commit = now + self._commit_s
+        self._started = True
+
+    def run(self) -> None:
+        """Process until ``stop()``; then commit, leave the group and close the stores."""
+        if not self._started:
+            self.start()
+        try:
+            while not self._stopping:
+                self.step()
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        """Ask ``run()`` to finish after the current step (safe from a signal handler)."""
+        self._stopping = True
+
+    def close(self) -> None:
+        """Commit the open transaction, leave the group cleanly, close every store."""
+        if not self._started:
+            return
+        self._started = False
+        try:
+            self.commit()
+        finally:
+            try:
+                if self._consumer is not None:
+                    self._consumer.close()  # revokes (nothing left to commit), leaves the group
+            finally:
+                for partition in list(self._tasks):
+                    self._close_task(partition)
+                if self._restorer is not None:
+                    self._restorer.close()
+                self._txn.close()
+
+    def step(self) -> None:
+        """One loop iteration: consume and process, restore a chunk, punctuate, commit."""
+        consumer = self._require_consumer()
+        restoring = self._restoring()
+        now = time.monotonic()
+        wait = 0.0 if restoring else max(0.0, min(self._next_tick, self._next_commit) - now)
+        messages = consumer.consume(self._batch, wait)
+        try:
+            self._dispatch(messages)
+        except KafkaException as exc:
+            self._recover(classify(exc))
+        if restoring:
+            self._restore(max(0.0, min(self._next_tick, self._next_commit) - time.monotonic()))
+        now = time.monotonic()
+        if now >= self._next_tick:
+            self._punctuate()
+            self._next_tick = now + self._tick_s
+        if now >= self._next_commit:
+            self._commit_now()
+        self._txn.poll()
+
+    def _commit_now(self) -> None:
+        self.commit()
+        self._next_commit = time.monotonic() + self._commit_s
+
+    def commit(self) -> bool:
+        """Commit the current transaction; True when something was committed.
+
+        (0) produce each RUNNING task's logged overlay entries to its changelog partition,
+        (1) flush the producer: every output and changelog record is acknowledged,
+        (2) send_offsets_to_transaction with the positions of the owned input partitions
+            and FRESH group metadata (a zombie's stale generation/epoch is refused here),
+        (3) commit_transaction,
+        (4) write each task's overlay and its changelog offset in one local WriteBatch.
+        Any failure in (0)-(3) goes to ``_recover``; nothing local was written.
+        """
+        if not self._dirty:
+            return False
+        running = [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
+        if not running:
+            self._recover(TransactionFailed(Failure.ABORTABLE, "no running task to commit"))
+            return False
+        try:
+            for task in running:  # (0)
+                self.metrics["changelog_records"] += capture(
+                    task, self._txn, self.topology.changelog_topic
+                )
+            self._txn.flush()  # (1)
+            failed = [t.changelog_error for t in running if t.changelog_error]
+            if failed:
+                raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
+            offsets = [
+                TopicPartition(topic, task.partition, offset)
+                for task in running
+                for topic, offset in task.input_offsets.items()
+            ]
+            metadata = self._require_consumer().consumer_group_metadata()
+            self._txn.send_offsets(offsets, metadata)  # (2)
+            self._txn.commit()  # (3)
+        except (KafkaException, TransactionFailed) as exc:
+            self._recover(classify(exc))
+            return False
+        for task in running:  # (4)
+            self._write_local(task)
+        self._dirty = False
+        self.metrics["commits"] += 1
+        return True
+
+    # -- commit helpers -----------------------------------------------------------------
+    def _write_local(self, task: Task) -> None:
+        store = task.require_store()
+        if not store.has_pending() and task.pending_changelog_offset == (
+            task.committed_changelog_offset
+        ):
+            return
+        try:
+            store.flush(task.pending_changelog_offset)
+        except Exception:
+            log.exception("task %d: local write failed; restoring from changelog", task.partition)
+            self._rebuild([task])
+            return
+        task.committed_changelog_offset = task.pending_changelog_offset
+
+    def _recover(self, failure: TransactionFailed) -> None:
+        """Abort (or, when fatal, replace the producer), drop every overlay, and rebuild the
+        RUNNING tasks: re-restore from the changelog, then seek inputs to the group's
+        committed offsets. The changelog and the group are the truth, never local state."""
+        log.warning("transaction failed (%s): %s", failure.failure.value, failure.reason)
+        self.metrics["aborts"] += 1
+        kind = failure.failure
+        if kind is Failure.ABORTABLE:
+            try:
+                self._txn.abort()
+            except KafkaException as exc:
+                log.warning("abort failed: %s", exc)
+                kind = Failure.FATAL
+        if kind is Failure.FATAL:
+            self.metrics["producer_recreations"] += 1
+            try:
+                self._txn.recreate()
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                raise FencedError(f"cannot recreate the transactional producer: {err}") from exc
+        if failure.group_fenced:
+            self.metrics["group_fenced"] += 1
+        self._dirty = False
+        self._rebuild([t for t in self._tasks.values() if t.state is TaskState.RUNNING])
+
+    def _rebuild(self, tasks: list[Task]) -> None:
+        consumer = self._require_consumer()
+        for task in tasks:
+            task.suspend()
+            consumer.pause(self._input_tps(task.partition))
+            self._begin_restore(task)
+
+    def _begin_restore(self, task: Task) -> None:
+        try:
+            self._require_restorer().start(task)
+            self._unstarted.pop(task.partition, None)
+        except KafkaException as exc:
+            log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
+            self._unstarted[task.partition] = time.monotonic() + SETTLE_RETRY_S
+
+    # -- processing ---------------------------------------------------------------------
+    def _dispatch(self, messages: list[Any]) -> None:
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():  # e.g. a fenced static member: nothing to recover here
+                    raise FencedError(f"consumer failed: {err}")
+                log.warning("consumer: %s", err)
+                continue
+            task = self._tasks.get(msg.partition())
+            if task is None or task.state is not TaskState.RUNNING:
+                continue  # prefetched for a partition that is not (or no longer) ours
+            expected = task.input_offsets.get(msg.topic())
+            if expected is None or msg.offset() < expected:
+                continue
+            self._process(task, msg)
+            if time.monotonic() >= self._next_commit:  # a slow batch still commits on time
+                self._commit_now()
+
+    def _process(self, task: Task, msg: Any) -> None:
+        ctx = self._contexts[task.partition]
+        store = task.require_store()
+        store.savepoint()
+        try:
+            self.topology.process(ctx, msg)
+        except Exception as exc:
+            store.rollback()
+            ctx.outputs.clear()
+            self.metrics["records_rejected"] += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "rejected %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason
+            )
+            self._txn.produce(rejected_output(self.rejected_topic, msg, reason, self.group_id))
+        else:
+            store.release()
+            for output in ctx.take_outputs():
+                self._txn.produce(output)
+        task.input_offsets[msg.topic()] = msg.offset() + 1
+        self.metrics["records_processed"] += 1
+        self._dirty = True
+
+    def _invoke(self, task: Task, callback: Callable[[TaskContext], None]) -> None:
+        """Run a task callback (punctuate, on_running) atomically: on error, undo it."""
+        ctx = self._contexts[task.partition]
+        store = task.require_store()
+        store.savepoint()
+        try:
+            callback(ctx)
+        except Exception:
+            store.rollback()
+            ctx.outputs.clear()
+            self.metrics["punctuate_errors"] += 1
+            log.exception("task %d: callback failed; its changes were dropped", task.partition)
+            return
+        store.release()
+        outputs = ctx.take_outputs()
+        for output in outputs:
+            self._txn.produce(output)
+        if outputs or store.has_pending():
+            self._dirty = True
+
+    def _punctuate(self) -> None:
+        now_us = self.clock.now_us()
+        try:
+            for task in list(self._tasks.values()):
+                if task.state is TaskState.RUNNING:
+                    self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
+        except KafkaException as exc:
+            self._recover(classify(exc))
+
+    # -- restoring ----------------------------------------------------------------------
+    def _restoring(self) -> bool:
+        return bool(self._awaiting or self._unstarted) or self._require_restorer().restoring()
+
+    def _restore(self, timeout_s: float) -> None:
+        restorer = self._require_restorer()
+        for partition, not_before in list(self._unstarted.items()):
+            waiting = self._tasks.get(partition)
+            if waiting is None:
+                self._unstarted.pop(partition, None)
+            elif time.monotonic() >= not_before:
+                self._begin_restore(waiting)
+        for ready in restorer.poll(min(timeout_s, self._tick_s)):
+            self._awaiting.setdefault(ready.partition, 0.0)
+        now = time.monotonic()
+        for partition, not_before in list(self._awaiting.items()):
+            if now < not_before:
+                continue
+            task = self._tasks.get(partition)
+            if task is None or task.state is not TaskState.RESTORING or self._try_run(task):
+                self._awaiting.pop(partition, None)
+            else:
+                self._awaiting[partition] = time.monotonic() + SETTLE_RETRY_S
+
+    def _try_run(self, task: Task) -> bool:
+        """Caught up: fetch the committed input offsets (stable: waits out open
+        transactions), re-check the changelog end, seek, resume, and run."""
+        restorer = self._require_restorer()
+        consumer = self._require_consumer()
+        tps = self._input_tps(task.partition)
+        try:
+            if not restorer.settled(task):
+                return False
+            committed = consumer.committed(tps, timeout=min(self._timeout_s, 5.0))
+            if not restorer.settled(task):
+                return False
+            offsets: dict[str, int] = {}
+            for tp in committed:
+                offset = tp.offset
+                if offset < 0:
+                    offset, _ = restorer.watermarks(TopicPartition(tp.topic, tp.partition))
+                offsets[tp.topic] = offset
+        except KafkaException as exc:
+            log.info("task %d: not ready to run yet: %s", task.partition, exc)
+            return False
+        for topic, offset in offsets.items():
+            consumer.seek(TopicPartition(topic, task.partition, offset))
+        restorer.stop(task)
+        task.input_offsets = offsets
+        consumer.resume(tps)
+        self.metrics["restores"] += 1
+        self.metrics["restored_records"] += task.restore.records
+        self.metrics["restore_rate"] = task.restore.rate
+        log.info(
+            "task %d running: restored %d records (%s) in %.3fs, %.0f records/s",
+            task.partition, task.restore.records, "cold" if task.restore.cold else "warm",
+            task.restore.seconds, task.restore.rate,
+        )  # fmt: skip
+        task.transition(TaskState.RUNNING)
+        self._contexts[task.partition] = TaskContext(
+            task.partition, task.require_store(), self.clock, self.rejected_topic, self.group_id
+        )
+        self._invoke(task, self.topology.on_running)
+        return True
+
+    # -- ownership ----------------------------------------------------------------------
+    def _input_tps(self, partition: int) -> list[TopicPartition]:
+        return [TopicPartition(topic, partition) for topic in self.input_topics]
+
+    def _reconcile(self) -> None:
+        """Create a task for each partition whose every input topic is owned; close the
+        tasks that lost one (a task never runs on part of its inputs)."""
+        partitions = {p for _, p in self._assigned}
+        for partition in partitions:
+            complete = all((t, partition) in self._assigned for t in self.input_topics)
+            if complete and partition not in self._tasks:
+                path = self.settings.data_dir / self.topology.name / str(partition)
+                task = Task(partition, self.input_topics, path, self._listener)
+                self._tasks[partition] = task
+                self._begin_restore(task)
+        for partition in list(self._tasks):
+            if not all((t, partition) in self._assigned for t in self.input_topics):
+                self._close_task(partition)
+
+    def _close_task(self, partition: int) -> None:
+        task = self._tasks.pop(partition, None)
+        if task is None:
+            return
+        self._awaiting.pop(partition, None)
+        self._unstarted.pop(partition, None)
+        self._contexts.pop(partition, None)
+        if self._restorer is not None:
+            self._restorer.stop(task)
+        task.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._eager:
+            consumer.assign(partitions)
+        else:
+            consumer.incremental_assign(partitions)
+        if partitions:
+            consumer.pause(partitions)  # until restored
+        log.info("assigned %s", _names(partitions))
+        self._assigned |= {(tp.topic, tp.partition) for tp in partitions}
+        self._reconcile()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Revoked: commit first (the revoked partitions' offsets included), then close."""
+        log.info("revoked %s", _names(partitions))
+        revoked = {(tp.topic, tp.partition) for tp in partitions}
+        if any(p in self._tasks for _, p in revoked):
+            self.commit()
+        self._release(consumer, partitions, revoked)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Lost (session expired, fenced): abort; nothing of these partitions is committed."""
+        log.warning("lost %s", _names(partitions))
+        self.metrics["lost"] += 1
+        lost = {(tp.topic, tp.partition) for tp in partitions}
+        for partition in {p for _, p in lost}:
+            self._close_task(partition)
+        if self._txn.begun or self._dirty:
+            self._recover(TransactionFailed(Failure.ABORTABLE, "partitions lost"))
+        self._release(consumer, partitions, lost)
+
+    def _release(
+        self, consumer: Consumer, partitions: list[TopicPartition], gone: set[tuple[str, int]]
+    ) -> None:
+        self._assigned -= gone
+        self._reconcile()
+        if self._eager:
+            consumer.unassign()
+        else:
+            consumer.incremental_unassign(partitions)
+
+    def _require_consumer(self) -> Consumer:
+        if self._consumer is None:
+            raise StateError("processor not started")
+        return self._consumer
+
+    def _require_restorer(self) -> Restorer:
+        if self._restorer is None:
+            raise StateError("processor not started")
+        return self._restorer
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

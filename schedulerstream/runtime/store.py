@@ -1,0 +1,269 @@
+"""State stores: the StateStore contract and RocksStore, a rocksdict store with a write overlay.
+
+Writes go to an in-memory overlay (the current transaction); reads and range scans see the
+overlay merged over the database (read-your-writes). ``flush`` writes the overlay and the
+changelog offset in one atomic WriteBatch; ``discard`` drops it (transaction aborted).
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from rocksdict import Options, Rdict, WriteBatch
+
+from schedulerstream.errors import StateError
+
+META_PREFIX = b"meta/changelog-"
+OFFSET_KEY = b"meta/changelog-offset"
+SOURCE_KEY = b"meta/changelog-source"
+NO_OFFSET = -1
+_OFFSET = struct.Struct(">q")
+
+
+class StateStore(Protocol):
+    """What topology code sees: byte keys and values, read-your-writes, ordered scans.
+
+    ``logged=False`` writes are kept locally but never changelogged: use them for derived data
+    (such as a timer index) that ``Topology.restore_record`` rebuilds from logged records.
+    Keys starting with ``meta/changelog-`` are reserved for the runtime.
+    """
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None: ...
+
+    def delete(self, key: bytes, *, logged: bool = True) -> None: ...
+
+    def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    return "lock" in str(exc).lower()
+
+
+class RocksStore:
+    """A StateStore over one rocksdict database directory, with a transaction overlay."""
+
+    def __init__(self, db: Rdict, path: Path) -> None:
+        self._db = db
+        self.path = path
+        # key -> (value or None for a delete, logged)
+        self._overlay: dict[bytes, tuple[bytes | None, bool]] = {}
+        self._sorted: list[bytes] = []
+        self._sorted_stale = False
+        self._undo_buffer: list[tuple[bytes, tuple[bytes | None, bool] | None]] = []
+        self._undo: list[tuple[bytes, tuple[bytes | None, bool] | None]] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path) -> RocksStore:
+        """Open (creating) the store at ``path``; a store that fails to open is wiped.
+
+        A lock held by another live process is not a corrupt store: that raises StateError.
+        """
+        try:
+            return cls(cls._open_db(path), path)
+        except Exception as exc:
+            if _is_lock_error(exc):
+                raise StateError(f"state store {path} is locked by another process") from exc
+            shutil.rmtree(path, ignore_errors=True)
+            try:
+                return cls(cls._open_db(path), path)
+            except Exception as again:
+                raise StateError(f"state store {path} cannot be opened: {again}") from again
+
+    @staticmethod
+    def _open_db(path: Path) -> Rdict:
+        path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        return Rdict(str(path), options)
+
+    def close(self) -> None:
+        """Drop the overlay and close the database (releasing its lock)."""
+        self.discard()
+        self._db.close()
+
+    def wipe(self) -> RocksStore:
+        """Delete the whole directory and return a fresh empty store at the same path."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        return RocksStore.open(self.path)
+
+    # -- reads ----------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        entry = self._overlay.get(key)
+        if entry is not None:
+            return entry[0]
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs with ``start <= key < end`` in key order (``end=None``: to the last key).
+
+        The overlay part is a snapshot taken at the call, so writes made while iterating do
+        not show up in this scan (they do in the next one).
+        """
+        pending = self._overlay_slice(start, end)
+        return self._merge(pending, start, end)
+
+    def prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs whose key starts with ``prefix``, in key order."""
+        return self.range(prefix, prefix_end(prefix))
+
+    def _overlay_slice(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        if not self._overlay:
+            return []
+        if self._sorted_stale:
+            self._sorted = sorted(self._overlay)
+            self._sorted_stale = False
+        lo = bisect.bisect_left(self._sorted, start)
+        hi = len(self._sorted) if end is None else bisect.bisect_left(self._sorted, end)
+        return [(k, self._overlay[k][0]) for k in self._sorted[lo:hi]]
+
+    def _merge(
+        self, pending: list[tuple[bytes, bytes | None]], start: bytes, end: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        it = self._db.iter()
+        try:
+            it.seek(start)
+            i = 0
+            while True:
+                db_key: bytes | None = None
+                if it.valid():
+                    db_key = it.key()
+                    if end is not None and db_key >= end:
+                        db_key = None
+                if i < len(pending) and (db_key is None or pending[i][0] <= db_key):
+                    key, value = pending[i]
+                    i += 1
+                    if db_key == key:
+                        it.next()
+                    if value is not None:
+                        yield key, value
+                elif db_key is not None:
+                    yield db_key, it.value()
+                    it.next()
+                else:
+                    return
+        finally:
+            del it
+
+    # -- writes ---------------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None:
+        self._write(key, value, logged)
+
+    def delete(self, key: bytes, *, logged: bool = True) -> None:
+        self._write(key, None, logged)
+
+    def _write(self, key: bytes, value: bytes | None, logged: bool) -> None:
+        if key.startswith(META_PREFIX):
+            raise ValueError(f"keys starting with {META_PREFIX!r} are reserved for the runtime")
+        previous = self._overlay.get(key)
+        if self._undo is not None:
+            self._undo.append((key, previous))
+        if previous is None:
+            self._sorted_stale = True
+        else:
+            logged = logged or previous[1]
+        self._overlay[key] = (value, logged)
+
+    # -- transaction overlay --------------------------------------------------------------
+    def pending(self) -> dict[bytes, tuple[bytes | None, bool]]:
+        """The overlay: key -> (value or None, logged). Read-only by convention."""
+        return self._overlay
+
+    def logged_changes(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """The overlay entries that go to the changelog."""
+        return ((k, v) for k, (v, logged) in self._overlay.items() if logged)
+
+    def has_pending(self) -> bool:
+        return bool(self._overlay)
+
+    def savepoint(self) -> None:
+        """Start recording overlay changes so ``rollback`` can undo them (one record's work)."""
+        if self._undo is None:
+            self._undo = self._undo_buffer
+        self._undo.clear()
+
+    def rollback(self) -> None:
+        """Undo the overlay changes since ``savepoint``."""
+        undo, self._undo = self._undo or [], None
+        for key, previous in reversed(undo):
+            if previous is None:
+                del self._overlay[key]
+                self._sorted_stale = True
+            else:
+                self._overlay[key] = previous
+        undo.clear()
+
+    def release(self) -> None:
+        """Keep the changes since ``savepoint``."""
+        if self._undo is not None:
+            self._undo.clear()
+            self._undo = None
+
+    def discard(self) -> None:
+        """Drop the overlay (the transaction was aborted)."""
+        self._overlay.clear()
+        self._sorted = []
+        self._sorted_stale = False
+        self._undo = None
+
+    def flush(self, changelog_offset: int) -> None:
+        """Write the overlay and ``changelog_offset`` in one WriteBatch, then drop the overlay."""
+        batch = WriteBatch(raw_mode=True)
+        for key, (value, _logged) in self._overlay.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        batch.put(OFFSET_KEY, _OFFSET.pack(changelog_offset))
+        self._db.write(batch)
+        self.discard()
+
+    # -- runtime metadata -----------------------------------------------------------------
+    def changelog_offset(self) -> int | None:
+        """The last changelog offset written into the store; NO_OFFSET if none; None if the
+        stored value is missing or corrupt."""
+        raw = self._db.get(OFFSET_KEY)
+        if raw is None or len(raw) != _OFFSET.size:
+            return None
+        offset: int = _OFFSET.unpack(raw)[0]
+        return offset if offset >= NO_OFFSET else None
+
+    def source(self) -> bytes | None:
+        """Which changelog (topic, partition, topic id) this store caches."""
+        value: bytes | None = self._db.get(SOURCE_KEY)
+        return value
+
+    def set_source(self, source: bytes) -> None:
+        """Record the changelog this store caches (with a NO_OFFSET position)."""
+        batch = WriteBatch(raw_mode=True)
+        batch.put(SOURCE_KEY, source)
+        batch.put(OFFSET_KEY, _OFFSET.pack(NO_OFFSET))
+        self._db.write(batch)
+
+    def is_empty(self) -> bool:
+        """True when the database holds no key at all (the overlay is not looked at)."""
+        it = self._db.iter()
+        try:
+            it.seek_to_first()
+            return not it.valid()
+        finally:
+            del it

@@ -1,0 +1,57 @@
+"""The Topology contract: what the scheduler, dispatcher and projector implement.
+
+A topology names its consumer group, its co-partitioned input topics and its compacted
+changelog topic, and handles callbacks for one task (one partition) at a time. Subclass it
+explicitly to inherit the default ``restore_record``, ``punctuate`` and ``on_running``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import StateStore
+
+
+class Topology(Protocol):
+    """One stream processor on the runtime.
+
+    - ``name``: group id is ``{topic_prefix}{name}``, transactional id
+      ``{topic_prefix}{name}-{instance_id}``, state under ``{data_dir}/{name}/{partition}``.
+    - ``input_topics``: full topic names, all with the same partition count (co-partitioned).
+    - ``changelog_topic``: full name of the compacted changelog, same partition count.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input_topics(self) -> Sequence[str]: ...
+
+    @property
+    def changelog_topic(self) -> str: ...
+
+    def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record while restoring; rebuild derived (unlogged) data here.
+
+        The default stores the record as it is (a tombstone deletes the key).
+        """
+        if value is None:
+            store.delete(key)
+        else:
+            store.put(key, value)
+
+    def process(self, ctx: TaskContext, message: Any) -> None:
+        """Handle one input record (a confluent_kafka.Message) of the task's partition.
+
+        Raising rejects the record: its writes and outputs are dropped, it is sent to the
+        rejected topic, and processing goes on.
+        """
+        ...
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        """Called every tick for each RUNNING task with the clock's time."""
+
+    def on_running(self, ctx: TaskContext) -> None:
+        """Called once the task has restored and before its first record."""

@@ -1,0 +1,189 @@
+"""The processor's one transactional producer, and how its errors are classified."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from schedulerstream.runtime.context import Output
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[Any, Any], None]
+
+# Errors after which this producer (or its group membership) can no longer be trusted.
+FATAL_CODES = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.INVALID_PRODUCER_ID_MAPPING,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+    }
+)
+# The consumer's group generation/epoch is stale: the offsets were refused, abort.
+GROUP_CODES = frozenset(
+    {
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.STALE_MEMBER_EPOCH,
+        KafkaError.FENCED_MEMBER_EPOCH,
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.FENCED_INSTANCE_ID,
+    }
+)
+
+
+class Failure(enum.Enum):
+    """What a failed transaction needs: an abort, or a new producer."""
+
+    ABORTABLE = "abortable"
+    FATAL = "fatal"
+
+
+class TransactionFailed(Exception):
+    """A step of the commit protocol failed; ``failure`` says how to recover."""
+
+    def __init__(self, failure: Failure, reason: str, group_fenced: bool = False) -> None:
+        super().__init__(reason)
+        self.failure = failure
+        self.reason = reason
+        self.group_fenced = group_fenced
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def classify(exc: BaseException) -> TransactionFailed:
+    """Map a client exception to the recovery it needs (unknown errors are fatal)."""
+    if isinstance(exc, TransactionFailed):
+        return exc
+    err = kafka_error(exc)
+    if err is None:
+        return TransactionFailed(Failure.FATAL, f"{type(exc).__name__}: {exc}")
+    reason = f"{err.name()}: {err.str()}"
+    group_fenced = err.code() in GROUP_CODES
+    if err.fatal() or err.code() in FATAL_CODES:
+        return TransactionFailed(Failure.FATAL, reason, group_fenced)
+    return TransactionFailed(Failure.ABORTABLE, reason, group_fenced)
+
+
+class TransactionalProducer:
+    """A transactional producer with a lazily begun transaction.
+
+    ``begun`` is True once a record was produced (or offsets are about to be sent) in the
+    current transaction; nothing reaches the broker for a transaction never begun.
+    """
+
+    def __init__(self, config: dict[str, Any], timeout_s: float = 30.0) -> None:
+        self._config = config
+        self.timeout_s = timeout_s
+        self._producer: Producer | None = None
+        self.begun = False
+        self.produced = 0
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "producer not started"))
+        return self._producer
+
+    def start(self) -> None:
+        """Create the producer and fence older instances of its transactional id."""
+        self._producer = Producer(self._config)
+        self._producer.init_transactions(self.timeout_s)
+        self.begun = False
+
+    def close(self) -> None:
+        """Abort a begun transaction (best effort) and drop the producer."""
+        if self._producer is None:
+            return
+        if self.begun:
+            try:
+                self._producer.abort_transaction(min(self.timeout_s, 10.0))
+            except KafkaException as exc:
+                log.warning("abort on close failed: %s", exc)
+        self._producer.flush(0)
+        self._producer = None
+        self.begun = False
+
+    def recreate(self) -> None:
+        """Replace a producer in a fatal state with a fresh one (init_transactions again)."""
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer.flush(0)
+            self._producer = None
+        self.begun = False
+        self.start()
+
+    def begin(self) -> None:
+        if not self.begun:
+            self.producer.begin_transaction()
+            self.begun = True
+
+    def produce(self, output: Output, on_delivery: DeliveryCallback | None = None) -> None:
+        """Produce one record in the transaction, waiting for queue space if it is full."""
+        if not self.begun:
+            self.begin()
+        topic, key, value, partition, headers = output
+        produce = self.producer.produce
+        while True:
+            try:
+                produce(
+                    topic,
+                    value,
+                    key,
+                    -1 if partition is None else partition,
+                    on_delivery=on_delivery,
+                    headers=headers,
+                )
+                break
+            except BufferError:
+                self.producer.poll(0.05)
+        self.produced += 1
+
+    def poll(self) -> None:
+        if self._producer is not None:
+            self._producer.poll(0)
+
+    def flush(self) -> None:
+        """Wait for every record of the transaction to be acknowledged (step 1)."""
+        remaining = self.producer.flush(self.timeout_s)
+        if remaining:
+            raise TransactionFailed(Failure.ABORTABLE, f"{remaining} records unacknowledged")
+
+    def send_offsets(self, offsets: Sequence[TopicPartition], group_metadata: Any) -> None:
+        """Add the consumed offsets to the transaction, fenced by the group metadata (step 2)."""
+        self.begin()
+        self.producer.send_offsets_to_transaction(list(offsets), group_metadata, self.timeout_s)
+
+    def commit(self, attempts: int = 3) -> None:
+        """Commit the transaction (step 3); a retriable timeout is retried, and an outcome
+        still unknown after ``attempts`` is fatal (recovery rereads the changelog)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.producer.commit_transaction(self.timeout_s)
+                self.begun = False
+                return
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                if err is None or err.fatal() or err.txn_requires_abort() or not err.retriable():
+                    raise
+                log.warning("commit attempt %d: %s", attempt, err)
+                time.sleep(0.1 * attempt)
+        raise TransactionFailed(Failure.FATAL, "commit outcome unknown")
+
+    def abort(self) -> None:
+        """Abort the begun transaction (if any)."""
+        if self.begun:
+            self.producer.abort_transaction(self.timeout_s)
+            self.begun = False

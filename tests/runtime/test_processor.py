@@ -1,0 +1,254 @@
+"""The processor in this process against the real broker: commit, abort, restore, poison."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+
+import pytest
+from confluent_kafka import Producer
+from rocksdict import Options, Rdict
+
+from schedulerstream.kafka import clients
+from schedulerstream.runtime import Processor, TaskState
+from schedulerstream.runtime.transaction import Failure, TransactionFailed
+from schedulerstream.settings import Settings
+from tests.runtime.rt_helpers import (
+    assert_exactly_once,
+    changelog_counts,
+    committed_offsets,
+    counts,
+    drive,
+    end_offsets,
+    keyed,
+    produce,
+    read_all,
+)
+from tests.runtime.runtime_counter_app import CounterTopology
+
+pytestmark = pytest.mark.kafka
+
+
+def make(settings: Settings, **kw: object) -> tuple[Processor, CounterTopology]:
+    topology = CounterTopology(settings)
+    processor = Processor(settings, topology, **kw)  # type: ignore[arg-type]
+    processor.start()
+    return processor, topology
+
+
+def all_running(p: Processor, n: int = 4) -> bool:
+    return len(p.running_partitions()) == n
+
+
+def test_commit_makes_output_state_and_offsets_atomic(counter_settings: Settings) -> None:
+    s = counter_settings
+    produce(s, "in", keyed(20, 5))
+    produce(s, "in-b", keyed(20, 1))
+    proc, _ = make(s)
+    try:
+        drive([proc], lambda: proc.metrics["records_processed"] == 120 and proc.commit() is False)
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 6 for k in range(20)})
+        assert changelog_counts(s) == {f"k{k:03d}".encode(): 6 for k in range(20)}
+        assert committed_offsets(s, proc.group_id, "in") == end_offsets(s, "in")
+        for task in proc.tasks.values():
+            store = task.require_store()
+            assert store.changelog_offset() == task.committed_changelog_offset >= 0
+            for key, value in store.prefix(b"count/"):
+                assert store.get(b"idx/" + key[6:]) == value
+    finally:
+        proc.close()
+
+
+def test_abort_drops_the_overlay_and_reprocesses(counter_settings: Settings) -> None:
+    s = counter_settings
+    proc, _ = make(s)
+    try:
+        drive([proc], lambda: all_running(proc))
+        produce(s, "in", keyed(8, 3))
+        # process without committing, then fail the transaction
+        proc._next_commit = float("inf")
+        drive([proc], lambda: proc.metrics["records_processed"] == 24)
+        assert any(t.require_store().has_pending() for t in proc.tasks.values())
+        proc._recover(TransactionFailed(Failure.ABORTABLE, "test abort"))
+        assert all(not t.require_store().has_pending() for t in proc.tasks.values())
+        assert counts(s) == []
+        proc._next_commit = 0.0
+        drive([proc], lambda: proc.metrics["records_processed"] == 48 and not proc.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 3 for k in range(8)})
+        assert proc.metrics["aborts"] == 1
+    finally:
+        proc.close()
+
+
+def test_fatal_error_recreates_the_producer(counter_settings: Settings) -> None:
+    s = counter_settings
+    proc, _ = make(s)
+    try:
+        drive([proc], lambda: all_running(proc))
+        produce(s, "in", keyed(8, 2))
+        proc._next_commit = float("inf")
+        drive([proc], lambda: proc.metrics["records_processed"] == 16)
+        proc._recover(TransactionFailed(Failure.FATAL, "test fatal"))
+        proc._next_commit = 0.0
+        drive([proc], lambda: proc.metrics["records_processed"] == 32 and not proc.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 2 for k in range(8)})
+        assert proc.metrics["producer_recreations"] == 1
+    finally:
+        proc.close()
+
+
+def test_warm_restore_replays_only_the_tail(counter_settings: Settings, tmp_path) -> None:
+    s = counter_settings
+    produce(s, "in", keyed(16, 2))
+    first, _ = make(s)
+    drive([first], lambda: first.metrics["records_processed"] == 32 and not first.commit())
+    first.close()
+    logged = len(read_all(s, "counter-changelog"))  # one record per key and commit
+    # another instance (its own state dir) moves the changelog on
+    other_settings = s.model_copy(update={"data_dir": tmp_path / "other", "instance_id": "o"})
+    other, _ = make(other_settings)
+    produce(s, "in", keyed(16, 1))
+    drive([other], lambda: other.metrics["records_processed"] == 16 and not other.commit())
+    assert other.metrics["restored_records"] == logged  # cold: the whole changelog so far
+    other.close()
+    tail = len(read_all(s, "counter-changelog")) - logged
+    again, _ = make(s)
+    try:
+        drive([again], lambda: all_running(again))
+        restores = [t.restore for t in again.tasks.values()]
+        assert not any(r.cold for r in restores)
+        assert sum(r.records for r in restores) == tail  # only what the other instance wrote
+        assert again.metrics["restore_rate"] > 0
+        produce(s, "in", keyed(16, 1))
+        drive([again], lambda: again.metrics["records_processed"] == 16 and not again.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 4 for k in range(16)})
+    finally:
+        again.close()
+
+
+def test_cold_restore_after_deleting_the_state_dir(counter_settings: Settings) -> None:
+    s = counter_settings
+    produce(s, "in", keyed(12, 3))
+    first, _ = make(s)
+    drive([first], lambda: first.metrics["records_processed"] == 36 and not first.commit())
+    first.close()
+    shutil.rmtree(s.data_dir)
+    again, _ = make(s)
+    try:
+        drive([again], lambda: all_running(again))
+        assert all(t.restore.cold for t in again.tasks.values())
+        assert again.metrics["restored_records"] == len(read_all(s, "counter-changelog"))
+        produce(s, "in", keyed(12, 1))
+        drive([again], lambda: again.metrics["records_processed"] == 12 and not again.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 4 for k in range(12)})
+        for task in again.tasks.values():  # the derived index was rebuilt by restore_record
+            store = task.require_store()
+            assert [v for _, v in store.prefix(b"idx/")] == [v for _, v in store.prefix(b"count/")]
+    finally:
+        again.close()
+
+
+def test_a_store_that_does_not_match_its_changelog_is_rebuilt(counter_settings: Settings) -> None:
+    s = counter_settings
+    produce(s, "in", keyed(24, 2))
+    first, _ = make(s)
+    drive([first], lambda: first.metrics["records_processed"] == 48 and not first.commit())
+    first.close()
+    root = s.data_dir / "counter"
+    options = Options(raw_mode=True)
+    db = Rdict(str(root / "0"), options)  # offset beyond the changelog's end
+    db[b"meta/changelog-offset"] = struct.pack(">q", 10**9)
+    db[b"count/bogus"] = b"99"
+    db.close()
+    db = Rdict(str(root / "1"), options)  # corrupt offset
+    db[b"meta/changelog-offset"] = b"\x01"
+    db.close()
+    db = Rdict(str(root / "2"), options)  # another changelog's store
+    db[b"meta/changelog-source"] = b"someone-else"
+    db.close()
+    (root / "3" / "CURRENT").write_text("garbage\n")  # cannot be opened
+    again, _ = make(s)
+    try:
+        drive([again], lambda: all_running(again))
+        assert all(t.restore.cold for t in again.tasks.values())
+        for task in again.tasks.values():
+            assert task.require_store().get(b"count/bogus") is None
+        produce(s, "in", keyed(24, 1))
+        drive([again], lambda: again.metrics["records_processed"] == 24 and not again.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 3 for k in range(24)})
+    finally:
+        again.close()
+
+
+def test_poison_goes_to_rejected_and_punctuate_sees_this_cycles_writes(
+    counter_settings: Settings,
+) -> None:
+    s = counter_settings
+    records = [(b"a", b"x"), (b"a", b"poison"), (b"a", b"x"), (b"b", b"later"), (b"c", b"reject")]
+    produce(s, "in", records)
+    proc, topology = make(s)
+    try:
+        drive(
+            [proc],
+            lambda: (
+                proc.metrics["records_processed"] == 5
+                and not proc.commit()
+                and len(read_all(s, "out")) == 3
+            ),
+        )
+        rejected = sorted(read_all(s, "rejected"), key=lambda m: m.key())
+        assert [(m.key(), m.value()) for m in rejected] == [(b"a", b"poison"), (b"c", b"reject")]
+        assert dict(rejected[1].headers())["rejected.reason"] == b"explicitly rejected"
+        headers = dict(rejected[0].headers())
+        assert headers["rejected.reason"] == b"ValueError: poison record"
+        assert headers["rejected.topic"] == s.topic("in").encode()
+        assert sorted((m.key(), m.value()) for m in read_all(s, "out")) == [
+            (b"a", b"1"), (b"a", b"2"), (b"b", b"later")
+        ]  # fmt: skip
+        assert proc.metrics["records_rejected"] == 1
+        assert topology.punctuations > 0 and sorted(topology.running) == [0, 1, 2, 3]
+        assert all(t.state is TaskState.RUNNING for t in proc.tasks.values())
+    finally:
+        proc.close()
+
+
+def test_a_big_restore_runs_in_chunks_while_other_tasks_process(
+    counter_settings: Settings,
+) -> None:
+    s = counter_settings
+    producer = Producer(clients.producer_config(s, **{"linger.ms": 20}))
+    for i in range(30_000):  # a large changelog for partition 0 only
+        producer.produce(
+            s.topic("counter-changelog"), key=b"count/r%05d" % i, value=b"1", partition=0
+        )
+        if i % 5000 == 0:
+            producer.poll(0)
+    producer.flush(30)
+    for p in (1, 2, 3):
+        producer.produce(s.topic("in"), key=b"x", value=b"x", partition=p)
+    producer.flush(30)
+    proc, _ = make(s, restore_chunk=1000)
+    try:
+        running_while_restoring = 0
+        steps_restoring = 0
+
+        def restored() -> bool:
+            nonlocal running_while_restoring, steps_restoring
+            task = proc.tasks.get(0)
+            if task is not None and task.state is TaskState.RESTORING:
+                steps_restoring += 1
+                running_while_restoring = max(
+                    running_while_restoring, len(proc.running_partitions())
+                )
+            return task is not None and task.state is TaskState.RUNNING
+
+        drive([proc], restored, 60)
+        assert steps_restoring >= 10  # many bounded chunks, not one blocking call
+        assert running_while_restoring == 3  # the other partitions ran meanwhile
+        drive([proc], lambda: proc.metrics["records_processed"] == 3)
+        task = proc.tasks[0]
+        assert task.restore.records == 30_000 and task.restore.rate > 0
+        store = task.require_store()
+        assert sum(1 for _ in store.prefix(b"idx/")) == 30_000  # derived index rebuilt
+    finally:
+        proc.close()

@@ -1,0 +1,145 @@
+"""RocksStore without Kafka: overlay reads, merged range scans, flush/discard, savepoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schedulerstream.errors import StateError
+from schedulerstream.runtime.store import NO_OFFSET, RocksStore, prefix_end
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RocksStore:
+    s = RocksStore.open(tmp_path / "db")
+    yield s
+    s.close()
+
+
+def due(micros: int, job: str) -> bytes:
+    return b"due/" + micros.to_bytes(8, "big") + b"/" + job.encode()
+
+
+def test_read_your_writes_and_delete(store: RocksStore) -> None:
+    store.put(b"a", b"1")
+    store.flush(5)
+    assert store.get(b"a") == b"1"
+    store.put(b"a", b"2")
+    store.put(b"b", b"3")
+    assert store.get(b"a") == b"2" and store.get(b"b") == b"3"
+    store.delete(b"a")
+    assert store.get(b"a") is None
+    store.discard()
+    assert store.get(b"a") == b"1" and store.get(b"b") is None
+    assert store.changelog_offset() == 5
+
+
+def test_range_merges_overlay_and_db_in_key_order(store: RocksStore) -> None:
+    for m in (10, 30, 50):
+        store.put(due(m, "db"), b"", logged=False)
+    store.put(b"job/x", b"j")
+    store.flush(1)
+    store.put(due(20, "new"), b"", logged=False)  # inserted in this cycle
+    store.put(due(30, "db"), b"v")  # overwritten in the overlay
+    store.delete(due(50, "db"))  # deleted in the overlay
+    store.put(due(60, "late"), b"", logged=False)
+    keys = [k for k, _ in store.range(b"due/", due(55, ""))]
+    assert keys == [due(10, "db"), due(20, "new"), due(30, "db")]
+    assert dict(store.range(b"due/", due(55, "")))[due(30, "db")] == b"v"
+    assert [k for k, _ in store.prefix(b"due/")] == [
+        due(10, "db"), due(20, "new"), due(30, "db"), due(60, "late")
+    ]  # fmt: skip
+    assert [k for k, _ in store.prefix(b"job/")] == [b"job/x"]
+    assert [k for k, _ in store.range(b"", None)][-1] == b"meta/changelog-offset"
+
+
+def test_range_is_a_snapshot_of_the_overlay(store: RocksStore) -> None:
+    store.put(due(1, "a"), b"")
+    seen = []
+    for key, _ in store.prefix(b"due/"):
+        seen.append(key)
+        store.delete(key)
+        store.put(due(2, "b"), b"")  # shows up in the next scan, not this one
+    assert seen == [due(1, "a")]
+    assert [k for k, _ in store.prefix(b"due/")] == [due(2, "b")]
+
+
+def test_flush_is_one_batch_with_the_offset(tmp_path: Path) -> None:
+    store = RocksStore.open(tmp_path / "db")
+    store.put(b"k", b"v")
+    store.put(b"idx", b"", logged=False)
+    assert list(store.logged_changes()) == [(b"k", b"v")]
+    store.flush(42)
+    assert not store.has_pending()
+    store.close()
+    reopened = RocksStore.open(tmp_path / "db")
+    assert reopened.get(b"k") == b"v" and reopened.get(b"idx") == b""
+    assert reopened.changelog_offset() == 42
+    reopened.close()
+
+
+def test_savepoint_rollback_restores_the_overlay(store: RocksStore) -> None:
+    store.put(b"a", b"1")
+    store.savepoint()
+    store.put(b"a", b"2")
+    store.put(b"b", b"x")
+    store.delete(b"a")
+    store.rollback()
+    assert store.get(b"a") == b"1" and store.get(b"b") is None
+    assert [k for k, _ in store.prefix(b"")] == [b"a"]
+
+
+def test_logged_flag_sticks_for_a_key(store: RocksStore) -> None:
+    store.put(b"a", b"1")
+    store.put(b"a", b"2", logged=False)
+    assert list(store.logged_changes()) == [(b"a", b"2")]
+
+
+def test_meta_keys_are_reserved(store: RocksStore) -> None:
+    with pytest.raises(ValueError):
+        store.put(b"meta/changelog-offset", b"x")
+
+
+def test_offset_missing_or_corrupt(store: RocksStore) -> None:
+    assert store.changelog_offset() is None
+    store.set_source(b"src")
+    assert store.changelog_offset() == NO_OFFSET and store.source() == b"src"
+
+
+def test_corrupt_store_is_wiped_on_open(tmp_path: Path) -> None:
+    store = RocksStore.open(tmp_path / "db")
+    store.put(b"a", b"1")
+    store.flush(3)
+    store.close()
+    (tmp_path / "db" / "CURRENT").write_text("garbage\n")
+    reopened = RocksStore.open(tmp_path / "db")
+    assert reopened.is_empty()
+    reopened.close()
+
+
+def test_a_locked_store_is_not_wiped(tmp_path: Path) -> None:
+    store = RocksStore.open(tmp_path / "db")
+    store.put(b"a", b"1")
+    store.flush(1)
+    with pytest.raises(StateError):
+        RocksStore.open(tmp_path / "db")
+    assert store.get(b"a") == b"1"
+    store.close()
+
+
+def test_close_releases_the_lock_after_an_abandoned_scan(tmp_path: Path) -> None:
+    store = RocksStore.open(tmp_path / "db")
+    store.put(b"a", b"1")
+    store.flush(1)
+    scan = store.prefix(b"")
+    next(scan)
+    del scan
+    store.close()
+    RocksStore.open(tmp_path / "db").close()
+
+
+def test_prefix_end() -> None:
+    assert prefix_end(b"due/") == b"due0"
+    assert prefix_end(b"a\xff") == b"b"
+    assert prefix_end(b"\xff\xff") is None
