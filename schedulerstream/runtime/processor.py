@@ -365,6 +365,11 @@ class Processor:
             for task in list(self._tasks.values()):
                 if task.state is TaskState.RUNNING:
                     self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
+                # A long round (a burst due on many partitions) commits as it goes, so
+                # the first partitions' runs become visible without waiting for the last.
+                if time.monotonic() >= self._next_commit:
+                    self.commit()
+                    self._next_commit = time.monotonic() + self._commit_s
         except KafkaException as exc:
             self._recover(classify(exc))
 
