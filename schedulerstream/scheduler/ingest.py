@@ -26,6 +26,7 @@ def describe_validation(exc: PydanticValidationError) -> str:
 class Upsert:
     job: JobDefinition
     definition: bytes
+    record: dict[str, Any]
 
 
 def decode_schedule(codec: Codec, key: bytes | None, value: bytes, timestamp_us: int) -> Upsert:
@@ -39,12 +40,14 @@ def decode_schedule(codec: Codec, key: bytes | None, value: bytes, timestamp_us:
             raise RejectedRecord(str(exc)) from exc
         except PydanticValidationError as exc:
             raise RejectedRecord(f"invalid job definition: {describe_validation(exc)}") from exc
+        definition = value
     else:
         job = _job_from_json(value, timestamp_us)
+        record = job.to_avro()
+        definition = codec.encode("JobDefinition", record)
     if job.key != job_key:
         raise RejectedRecord(f"record key {job_key!r} does not match the value's {job.key!r}")
-    definition = value if value[:2] == b"\xc3\x01" else codec.encode("JobDefinition", job.to_avro())
-    return Upsert(job, definition)
+    return Upsert(job, definition, record)
 
 
 def _job_from_json(value: bytes, timestamp_us: int) -> JobDefinition:

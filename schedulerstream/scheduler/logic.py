@@ -174,7 +174,7 @@ class SchedulerLogic:
             )
         else:
             state = JobState(job.version, upsert.definition, job.paused, min(timestamp_us, now_us))
-        plan = self.plan_of(job_key, state)
+        plan = self.plans.get(job_key, state.version, state.definition, upsert.record)
         schedule_next(state, plan, _next_after)
         if current is None and state.next_fire_us is None:
             reason = "the job has no instant after it was created (an 'at' or end_at in the past?)"

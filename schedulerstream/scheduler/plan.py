@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -89,7 +90,7 @@ def spacing_us(schedule: Schedule) -> int | None:
     instants = schedule.next_n(_SPACING_REFERENCE_US, 4)
     if len(instants) < 2:
         return None
-    return min(b - a for a, b in zip(instants, instants[1:], strict=False))
+    return min(b - a for a, b in itertools.pairwise(instants))
 
 
 def lead_for(schedule: Schedule, sparse_us: int, burst_lead_us: int) -> int:
@@ -134,15 +135,17 @@ class PlanCache:
         self._maxsize = maxsize
         self._plans: OrderedDict[tuple[str, int], JobPlan] = OrderedDict()
 
-    def get(self, job_key: str, version: int, definition: bytes) -> JobPlan:
+    def get(
+        self, job_key: str, version: int, definition: bytes, record: dict[str, Any] | None = None
+    ) -> JobPlan:
+        """The plan of ``definition`` (pass its decoded ``record`` if at hand)."""
         cache_key = (job_key, version)
         plan = self._plans.get(cache_key)
         if plan is not None and plan.definition == definition:
             self._plans.move_to_end(cache_key)
             return plan
-        plan = build_plan(
-            self._decode(definition), definition, self._sparse_us, self._burst_lead_us
-        )
+        decoded = record if record is not None else self._decode(definition)
+        plan = build_plan(decoded, definition, self._sparse_us, self._burst_lead_us)
         self._plans[cache_key] = plan
         if len(self._plans) > self._maxsize:
             self._plans.popitem(last=False)

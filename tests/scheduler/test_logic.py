@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from schedulerstream.scheduler.ingest import RejectedRecord
@@ -308,3 +310,20 @@ def test_a_job_with_no_future_instant_is_reported_not_silently_dropped() -> None
     assert len(missed) == 1 and "no instant after it was created" in missed[0]["reason"]
     h.tick_until(T0 + 5_000_000)
     assert h.out.runs() == []
+
+
+def test_dst_fall_back_fixed_time_fires_once_and_hourly_fires_in_both_passes() -> None:
+    h = Harness()
+    h.now = us("2024-11-02T12:00:00Z")
+    ny = "America/New_York"
+    h.put(definition(1, job_id="fixed", schedule={"cron": "30 1 * * *", "timezone": ny}),
+          key=b"acme/fixed")  # fmt: skip
+    h.put(definition(1, job_id="hourly", schedule={"cron": "15 * * * *", "timezone": ny}),
+          key=b"acme/hourly")  # fmt: skip
+    h.tick_until(us("2024-11-03T08:00:00Z"), step_s=30)
+    fixed = [r["run_id"] for r in h.out.runs() if r["job_id"] == "fixed"]
+    assert fixed == ["acme/fixed@20241103T053000Z"]  # 01:30 EDT, the first occurrence
+    hourly = [r["scheduled_at_us"] for r in h.out.runs() if r["job_id"] == "hourly"]
+    # 01:15 EDT (05:15Z) and 01:15 EST (06:15Z) both fire; every real hour fires once.
+    assert us("2024-11-03T05:15:00Z") in hourly and us("2024-11-03T06:15:00Z") in hourly
+    assert all(b - a == 3_600_000_000 for a, b in itertools.pairwise(hourly))
