@@ -1,0 +1,87 @@
+"""What every dispatch target shares: the attempt to deliver, its outcome, and the Protocol.
+
+A target knows nothing of consumer loops or state stores: the dispatcher hands it one
+``Delivery`` and the job's target configuration, and gets one ``Outcome`` back. To cancel an
+attempt the dispatcher cancels the task running ``deliver``; the target lets ``CancelledError``
+through after aborting its in-flight request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+from pydantic import JsonValue
+
+OutcomeKind = Literal["succeeded", "failed", "timed_out", "gone", "refused"]
+ConfigT_contra = TypeVar("ConfigT_contra", contravariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One attempt of one run: what is sent and how long it may take (``deadline`` seconds)."""
+
+    run_id: str
+    tenant: str
+    job_id: str
+    scheduled_at_us: int
+    attempt: int
+    trigger: str
+    payload: JsonValue
+    deadline: float
+
+    def __post_init__(self) -> None:
+        if self.attempt < 1:
+            raise ValueError(f"attempt must be at least 1 (got {self.attempt})")
+        if not self.deadline > 0:
+            raise ValueError(f"deadline must be positive seconds (got {self.deadline})")
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any], *, attempt: int, deadline: float) -> Delivery:
+        """A delivery of a decoded ``RunTriggered`` record."""
+        payload_json = run.get("payload_json")
+        return cls(
+            run_id=run["run_id"],
+            tenant=run["tenant"],
+            job_id=run["job_id"],
+            scheduled_at_us=run["scheduled_at_us"],
+            attempt=attempt,
+            trigger=run["trigger"],
+            payload=None if payload_json is None else json.loads(payload_json),
+            deadline=deadline,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended.
+
+    ``gone``: the target says it no longer exists (HTTP 410): pause the job. ``refused``: the
+    attempt was not made (SSRF guard, bad configuration); never retryable. ``retry_after_s`` is
+    the target's own wish (``Retry-After``), which the dispatcher honours over its backoff.
+    """
+
+    kind: OutcomeKind
+    reason: str
+    retryable: bool
+    duration_us: int
+    status_code: int | None = None
+    retry_after_s: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.kind == "succeeded"
+
+
+class Target(Protocol[ConfigT_contra]):
+    """A way to deliver a run; ``ConfigT_contra`` is the job's target model (e.g. HttpTarget)."""
+
+    async def deliver(self, delivery: Delivery, target_config: ConfigT_contra) -> Outcome:
+        """Make one attempt; never raises for a failed delivery (only on cancellation)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and clients."""
+        ...

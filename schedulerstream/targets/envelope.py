@@ -1,0 +1,34 @@
+"""The JSON body every target sends: one run's attempt, serialized once to bytes."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from schedulerstream.model import from_us
+from schedulerstream.targets.base import Delivery
+
+
+@lru_cache(maxsize=8192)
+def iso_utc(instant_us: int) -> str:
+    """ISO 8601 in UTC with a ``Z`` (microseconds only when there are some)."""
+    return from_us(instant_us).isoformat().replace("+00:00", "Z")
+
+
+def envelope(delivery: Delivery) -> dict[str, Any]:
+    """``{run_id, tenant, job_id, scheduled_at, attempt, trigger, payload}``."""
+    return {
+        "run_id": delivery.run_id,
+        "tenant": delivery.tenant,
+        "job_id": delivery.job_id,
+        "scheduled_at": iso_utc(delivery.scheduled_at_us),
+        "attempt": delivery.attempt,
+        "trigger": delivery.trigger,
+        "payload": delivery.payload,
+    }
+
+
+def envelope_bytes(delivery: Delivery) -> bytes:
+    """The envelope as compact ASCII JSON (non-ASCII escaped, so any payload encodes)."""
+    return json.dumps(envelope(delivery), separators=(",", ":")).encode("ascii")

@@ -1,0 +1,174 @@
+"""The SQS target: ``SendMessage`` with aiobotocore, one client per region.
+
+Credentials and endpoints come from the standard AWS SDK sources (``AWS_ACCESS_KEY_ID`` ...,
+``AWS_ENDPOINT_URL_SQS`` or ``AWS_ENDPOINT_URL``); ``endpoint_url`` overrides them. FIFO queues
+(``.fifo``) get a ``MessageGroupId`` (the job's, else the job key) and the run id as
+``MessageDeduplicationId``, so a retry of an attempt that did land is dropped by SQS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession, get_session
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    NoCredentialsError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+
+from schedulerstream.clock import Clock, SystemClock
+from schedulerstream.ids import job_key
+from schedulerstream.model import SqsTarget as SqsTargetConfig
+from schedulerstream.targets.base import Delivery, Outcome, OutcomeKind
+from schedulerstream.targets.envelope import envelope_bytes
+
+if TYPE_CHECKING:
+    from types_aiobotocore_sqs import SQSClient
+
+_DEDUP_ID = re.compile(r"^[!-~]{1,128}$")  # SQS: printable ASCII, at most 128
+_RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "KmsThrottled",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+    }
+)
+
+
+def deduplication_id(run_id: str) -> str:
+    """The run id if SQS accepts it as a deduplication id, else its SHA-256 in hex.
+
+    A hash never contains '@', so it cannot equal another run's id used verbatim.
+    """
+    if _DEDUP_ID.match(run_id):
+        return run_id
+    return hashlib.sha256(run_id.encode()).hexdigest()
+
+
+def is_fifo(queue_url: str) -> bool:
+    return queue_url.rstrip("/").endswith(".fifo")
+
+
+def send_message_args(
+    delivery: Delivery, target: SqsTargetConfig, timestamp: int
+) -> dict[str, Any]:
+    """The ``SendMessage`` parameters of one attempt."""
+    args: dict[str, Any] = {
+        "QueueUrl": target.queue_url,
+        "MessageBody": envelope_bytes(delivery).decode("ascii"),
+        "MessageAttributes": {
+            "webhook-id": {"DataType": "String", "StringValue": delivery.run_id},
+            "webhook-timestamp": {"DataType": "Number", "StringValue": str(timestamp)},
+        },
+    }
+    if is_fifo(target.queue_url):
+        args["MessageGroupId"] = target.message_group_id or job_key(
+            delivery.tenant, delivery.job_id
+        )
+        args["MessageDeduplicationId"] = deduplication_id(delivery.run_id)
+    elif target.message_group_id:
+        args["MessageGroupId"] = target.message_group_id
+    return args
+
+
+class SqsTarget:
+    """Delivers runs to SQS queues. One instance per dispatcher process, on one event loop."""
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str | None = None,
+        session: AioSession | None = None,
+        clock: Clock | None = None,
+        connect_timeout: float = 10.0,
+        max_pool_connections: int = 50,
+    ) -> None:
+        self._endpoint_url = endpoint_url
+        self._session = session or get_session()
+        self._clock: Clock = clock or SystemClock()
+        self._config = AioConfig(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            max_pool_connections=max_pool_connections,
+        )
+        self._stack = AsyncExitStack()
+        self._clients: dict[str, SQSClient] = {}
+        self._lock = asyncio.Lock()
+
+    async def deliver(self, delivery: Delivery, target_config: SqsTargetConfig) -> Outcome:
+        """One ``SendMessage``; classify the answer."""
+        started = self._clock.monotonic()
+
+        def done(
+            kind: OutcomeKind, reason: str, retryable: bool, status: int | None = None
+        ) -> Outcome:
+            duration = round((self._clock.monotonic() - started) * 1e6)
+            return Outcome(kind, reason, retryable, duration, status)
+
+        timestamp = self._clock.now_us() // 1_000_000
+        args = send_message_args(delivery, target_config, timestamp)
+        try:
+            async with asyncio.timeout(delivery.deadline):
+                client = await self._client(target_config.region)
+                answer = await client.send_message(**args)
+        except TimeoutError:
+            return done("timed_out", f"no answer within {delivery.deadline:g} s", True)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = error.get("Code", "?")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            retryable = code in _RETRYABLE_CODES or (status is not None and status >= 500)
+            message = error.get("Message", "")
+            reason = f"SQS {code} for {target_config.queue_url}: {message}".rstrip(": ")
+            return done("failed", reason, retryable, status)
+        except NoCredentialsError as exc:
+            return done("refused", f"no AWS credentials: {exc}", False)
+        except ParamValidationError as exc:
+            return done("refused", f"invalid SendMessage request: {exc}", False)
+        except (ConnectTimeoutError, ReadTimeoutError) as exc:
+            return done("timed_out", str(exc), True)
+        except (BotoCoreError, OSError) as exc:
+            return done("failed", f"{type(exc).__name__}: {exc}", True)
+        status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return done("succeeded", f"SQS MessageId {answer.get('MessageId')}", False, status)
+
+    async def close(self) -> None:
+        self._clients.clear()
+        await self._stack.aclose()
+
+    async def _client(self, region: str) -> SQSClient:
+        client = self._clients.get(region)
+        if client is not None:
+            return client
+        async with self._lock:
+            client = self._clients.get(region)
+            if client is None:
+                client = await self._stack.enter_async_context(
+                    self._session.create_client(
+                        "sqs",
+                        region_name=region,
+                        endpoint_url=self._endpoint_url,
+                        config=self._config,
+                    )
+                )
+                self._clients[region] = client
+            return client
