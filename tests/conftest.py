@@ -13,6 +13,8 @@ import pytest
 from schedulerstream.kafka.broker import LocalBroker
 from schedulerstream.settings import Settings, load_settings
 
+pytest_plugins = ["tests.support.fixtures"]
+
 TEST_BOOTSTRAP = os.environ.get("SS_TEST_BOOTSTRAP", "127.0.0.1:39092")
 
 

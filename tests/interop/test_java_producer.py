@@ -21,8 +21,8 @@ from schedulerstream.codec import default_codec
 from schedulerstream.model import JobDefinition
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.settings import Settings
-from tests.interop.conftest import Spawn
 from tests.interop.jvm import JavaProducer, Produced
+from tests.support.fixtures import Spawn
 from tests.support.runs import read_events, read_runs
 
 pytestmark = pytest.mark.kafka

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,12 +17,12 @@ from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
+from tests.support.fixtures import Spawn
 from tests.support.procs import ProcessorProcess, settings_env
 from tests.support.runs import gaps, read_events, read_runs
 
 pytestmark = pytest.mark.kafka
 SECOND = 1_000_000
-Spawn = Callable[..., ProcessorProcess]
 
 
 def every_second_jobs(count: int, tenant: str = "load", **extra: Any) -> list[JobDefinition]:

@@ -1,8 +1,9 @@
-"""Fixtures for scheduler tests against the real broker."""
+"""Shared fixtures: topics applied for a test, and processor processes that are always stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,17 +12,18 @@ from schedulerstream.kafka import topics
 from schedulerstream.settings import Settings
 from tests.support.procs import ProcessorProcess
 
+Spawn = Callable[..., ProcessorProcess]
+
 
 @pytest.fixture
 def topo(kafka_settings: Settings) -> Settings:
-    """Settings whose topics exist (fast timers: 1 s session floor, short grace)."""
-    settings = kafka_settings.model_copy(update={"misfire_grace_ms": 60_000})
-    topics.apply(settings)
-    return settings
+    """Settings whose topics exist."""
+    topics.apply(kafka_settings)
+    return kafka_settings
 
 
 @pytest.fixture
-def spawn(topo: Settings, tmp_path: Path) -> Iterator[object]:
+def spawn(topo: Settings, tmp_path: Path) -> Iterator[Spawn]:
     """Start scheduler processes; every one still alive is stopped at the end."""
     started: list[ProcessorProcess] = []
 
@@ -36,5 +38,5 @@ def spawn(topo: Settings, tmp_path: Path) -> Iterator[object]:
     yield start
     for proc in started:
         if proc.alive():
-            proc.signal(__import__("signal").SIGCONT)
+            proc.signal(signal.SIGCONT)
             proc.stop()
