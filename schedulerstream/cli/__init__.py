@@ -11,6 +11,7 @@ from schedulerstream.cli import (
     dev_cmd,
     kafka_cmd,
     processors_cmd,
+    projector_cmd,
     runs_cmd,
     schedules_cmd,
     topics_cmd,
@@ -40,4 +41,5 @@ main.add_command(topics_cmd.topics)
 main.add_command(schedules_cmd.schedules)
 main.add_command(runs_cmd.runs)
 main.add_command(processors_cmd.scheduler)
+main.add_command(projector_cmd.projector)
 main.add_command(dev_cmd.dev)

@@ -13,13 +13,13 @@ from typing import Protocol
 
 from schedulerstream.codec import Codec
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
-from schedulerstream.scheduler import keys
-from schedulerstream.scheduler.ingest import (
+from schedulerstream.ingest import (
     RejectedRecord,
     decode_command,
     decode_schedule,
     job_key_from_record_key,
 )
+from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 from schedulerstream.scheduler.timers import (

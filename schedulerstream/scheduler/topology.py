@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
+from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
-from schedulerstream.scheduler.ingest import RejectedRecord, job_key_from_record_key
 from schedulerstream.scheduler.logic import SchedulerLogic, Topics
 from schedulerstream.scheduler.timers import TimerSettings
 from schedulerstream.settings import Settings

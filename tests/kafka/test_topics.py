@@ -57,7 +57,7 @@ def _create(settings: Settings, logical: str, partitions: int, **config: str) ->
 def test_apply_creates_every_declared_topic(kafka_settings: Settings) -> None:
     lines = topics.apply(kafka_settings)
     declared = topics.specs(kafka_settings)
-    assert len(lines) == len(declared) == 15
+    assert len(lines) == len(declared) == 16
     assert all(" created (" in line for line in lines), lines
     cluster = _cluster(kafka_settings)
     assert set(cluster) == {s.name for s in declared}
@@ -102,7 +102,7 @@ def test_concurrent_applies_both_succeed(kafka_settings: Settings) -> None:
         thread.join(60)
     assert not errors
     assert len(results) == 3
-    assert len(_cluster(kafka_settings)) == 15
+    assert len(_cluster(kafka_settings)) == 16
     assert all(line.split()[-1] == "ok" for line in topics.apply(kafka_settings))
 
 
@@ -169,7 +169,7 @@ def test_tenants_with_more_partitions_is_noted_not_refused(kafka_settings: Setti
 @pytest.mark.kafka
 def test_describe_declared_vs_actual(kafka_settings: Settings) -> None:
     rows = topics.describe(kafka_settings)
-    assert len(rows) == 15
+    assert len(rows) == 16
     assert {r.status for r in rows} == {"missing"}
     assert all(r.actual_partitions is None for r in rows)
     topics.apply(kafka_settings)
@@ -254,14 +254,17 @@ def test_declarations_resolve_against_settings() -> None:
     names = topics.topic_names(settings)
     assert names["schedules"] == "cron.schedules"
     assert names["retry.1h"] == "cron.retry.1h"
-    assert len(names) == 15
+    assert len(names) == 16
     assert topics.spec("runs", settings).name == "cron.runs"
     assert topics.spec("runs", settings).partitions == 12
     assert topics.spec("tenants", settings).partitions == 1
     assert not topics.spec("tenants", settings).co_partitioned
-    assert len(topics.co_partitioned_specs(settings)) == 14
+    assert len(topics.co_partitioned_specs(settings)) == 15
     compacted = {s.logical for s in topics.specs(settings) if s.compacted}
-    assert compacted == {"schedules", "scheduler-state", "dispatcher-state", "run-state", "tenants"}
+    assert compacted == {
+        "schedules", "scheduler-state", "dispatcher-state", "projector-state", "run-state",
+        "tenants",
+    }  # fmt: skip
     for s in topics.specs(settings):
         assert "retention.ms" in s.configs
         if s.compacted:
@@ -349,12 +352,12 @@ def test_cli_apply_and_describe(kafka_settings: Settings, cli_env: dict[str, str
     assert out.splitlines()[0].split() == [
         "TOPIC", "PARTITIONS", "CLEANUP", "RETENTION", "CO-PARTITIONED", "STATUS",
     ]  # fmt: skip
-    assert out.count("missing") == 15
+    assert out.count("missing") == 16
     assert _invoke(cli_env, "describe", "--check")[0] == 1
 
     code, out, _ = _invoke(cli_env, "apply")
     assert code == 0, out
-    assert out.count("created") == 15
+    assert out.count("created") == 16
     code, out, _ = _invoke(cli_env, "apply")
     assert code == 0
     assert [line.split() for line in out.splitlines()] == [

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from schedulerstream.scheduler.ingest import RejectedRecord
+from schedulerstream.ingest import RejectedRecord
 from schedulerstream.scheduler.keys import DUE_PREFIX, due_key, parse_due_key
 
 from .harness import Harness, command, definition, us

@@ -1,0 +1,38 @@
+"""``schedulerstream projector``: run one projector instance."""
+
+from __future__ import annotations
+
+import click
+
+from schedulerstream.cli.processors_cmd import run_processor
+from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.logs import configure_logging
+from schedulerstream.projector.topology import (
+    DEFAULT_KEEP_PER_JOB,
+    ProjectorTopology,
+    ReadModelDown,
+)
+from schedulerstream.readmodel import open_read_model
+from schedulerstream.settings import load_settings
+
+
+@click.command()
+@click.option(
+    "--keep-runs",
+    type=click.IntRange(min=1),
+    default=DEFAULT_KEEP_PER_JOB,
+    show_default=True,
+    help="Runs kept per job in the read model and cron.run-state (older ones are deleted).",
+)
+def projector(keep_runs: int) -> None:
+    """Run one projector: the read model (SQLite in the data dir, or PostgreSQL when
+    SCHEDULERSTREAM_DATABASE_URL is set) and the cron.run-state topic."""
+    configure_logging("projector")
+    try:
+        settings = load_settings()
+        with open_read_model(settings) as model:
+            run_processor(settings, ProjectorTopology(settings, model, keep_per_job=keep_runs))
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except ReadModelDown as exc:
+        raise click.ClickException(str(exc)) from exc

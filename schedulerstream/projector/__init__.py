@@ -1,0 +1,2 @@
+"""The projector topology: cron.schedules + cron.runs + cron.attempts → the read model and the
+compacted cron.run-state topic (DESIGN.md §6)."""

@@ -1,0 +1,150 @@
+"""The projector as a topology on the processor runtime (DESIGN.md §6).
+
+Inputs cron.schedules + cron.runs + cron.attempts (co-partitioned); state changelog
+``projector-state``. Each record is written to the read model (SQL) *before* its store
+writes and its cron.run-state records join the open transaction, so the SQL write always
+precedes the Kafka commit of the record's offset: a crash replays records, never skips them,
+and the idempotent upserts make the replay converge. cron.run-state is produced inside the
+runtime's transaction, on the record's partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from schedulerstream.codec import Codec, default_codec
+from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.partitioner import partition_for_job_key
+from schedulerstream.projector import keys
+from schedulerstream.projector.events import RUN_EVENTS, decode_run_event
+from schedulerstream.projector.logic import Projection
+from schedulerstream.projector.staged import Staged
+from schedulerstream.readmodel import Changes, ReadModel, ReadModelUnavailable
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import StateStore
+from schedulerstream.runtime.topology import Topology
+from schedulerstream.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEEP_PER_JOB = 100
+
+
+class ReadModelDown(BaseException):
+    """The read model stayed unwritable for the whole retry budget.
+
+    A BaseException on purpose: the runtime treats an ``Exception`` from ``process`` as a
+    poison record (rejected, skipped); this one stops the processor instead, after it
+    commits what was already written, so the record is processed again on restart.
+    """
+
+
+class ProjectorTopology(Topology):
+    """Projects runs, attempts and schedules into ``read_model`` and cron.run-state.
+
+    ``keep_per_job``: runs kept per job (older ones are deleted and tombstoned);
+    ``retry_s``: how long a read-model outage is retried before the process stops.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        read_model: ReadModel,
+        *,
+        keep_per_job: int = DEFAULT_KEEP_PER_JOB,
+        retry_s: float = 30.0,
+        codec: Codec | None = None,
+        name: str = "projector",
+        changelog_topic: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.read_model = read_model
+        self.retry_s = retry_s
+        self._name = name
+        self.schedules_topic = settings.topic("schedules")
+        self.runs_topic = settings.topic("runs")
+        self.attempts_topic = settings.topic("attempts")
+        self.run_state_topic = settings.topic("run-state")
+        self._changelog = changelog_topic or settings.topic("projector-state")
+        self.codec = codec or default_codec()
+        self.projection = Projection(self.codec, keep_per_job)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def input_topics(self) -> Sequence[str]:
+        return (self.schedules_topic, self.runs_topic, self.attempts_topic)
+
+    @property
+    def changelog_topic(self) -> str:
+        return self._changelog
+
+    def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
+        self.projection.restore_record(store, key, value)
+
+    def process(self, ctx: TaskContext, message: Any) -> None:
+        topic, key, value = message.topic(), message.key(), message.value()
+        staged = Staged(ctx.store)
+        partitions = self.settings.partitions
+        if topic == self.schedules_topic:
+            job_key = job_key_from_record_key(key)
+            home = partition_for_job_key(job_key, partitions)
+            if home != ctx.partition:
+                raise RejectedRecord(
+                    f"{job_key!r} belongs on partition {home} (murmur2 of the key), not "
+                    f"{ctx.partition}: produce with the murmur2 partitioner"
+                )
+            _, timestamp_ms = message.timestamp()
+            stamp = timestamp_ms * 1000 if timestamp_ms > 0 else ctx.now_us()
+            effects = self.projection.on_schedule(staged, key, value, stamp)
+        elif topic in (self.runs_topic, self.attempts_topic):
+            expected = RUN_EVENTS if topic == self.runs_topic else ("AttemptEvent",)
+            event = decode_run_event(self.codec, key, value, ctx.partition, partitions, expected)
+            effects = self.projection.on_run_event(staged, event, message.offset())
+        else:
+            raise RejectedRecord(f"the projector does not read {topic}")
+        self.write(effects.changes)
+        staged.apply()
+        for run_id, state in effects.run_state.items():
+            ctx.produce(self.run_state_topic, run_id.encode(), state, ctx.partition)
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        return None  # nothing is time-driven: every change comes from an input record
+
+    def on_running(self, ctx: TaskContext) -> None:
+        """Copy the partition's state into a read model it was never copied into (a new
+        database, or an embedded SQLite file on another machine after a rebalance)."""
+        identity = self.read_model.identity().encode()
+        if ctx.store.get(keys.SYNCED_KEY) == identity:
+            return
+        copied = 0
+        for changes in self.projection.snapshot(ctx.store):
+            self.write(changes)
+            copied += len(changes.runs) + len(changes.jobs)
+        if copied:
+            log.info("task %d: copied %d rows into a new read model", ctx.partition, copied)
+        ctx.store.put(keys.SYNCED_KEY, identity)
+
+    def write(self, changes: Changes) -> None:
+        """Apply ``changes``, retrying an unavailable read model for ``retry_s``."""
+        if changes.empty():
+            return
+        deadline = time.monotonic() + self.retry_s
+        delay = 0.05
+        while True:
+            try:
+                self.read_model.apply(changes)
+                return
+            except ReadModelUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ReadModelDown(
+                        f"read model unavailable for {self.retry_s}s: {exc}"
+                    ) from exc
+                log.warning("read model unavailable (%s); retrying in %.2fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)

@@ -1,0 +1,52 @@
+"""The Schedule of a job's Avro ScheduleSpec record (cron, every or at, bounded by start/end)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schedulerstream.timing.at import AtSchedule
+from schedulerstream.timing.cron_next import parse_cron
+from schedulerstream.timing.every import EverySchedule
+from schedulerstream.timing.schedule import Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedSchedule:
+    """A schedule limited to instants in ``[start_us, end_us)``."""
+
+    inner: Schedule
+    start_us: int | None
+    end_us: int | None
+
+    def next_after(self, after_us: int) -> int | None:
+        if self.start_us is not None and after_us < self.start_us:
+            after_us = self.start_us - 1
+        instant = self.inner.next_after(after_us)
+        if instant is None or (self.end_us is not None and instant >= self.end_us):
+            return None
+        return instant
+
+    def next_n(self, after_us: int, n: int) -> list[int]:
+        found: list[int] = []
+        while len(found) < n:
+            instant = self.next_after(after_us)
+            if instant is None:
+                break
+            found.append(instant)
+            after_us = instant
+        return found
+
+
+def schedule_of(spec: dict[str, Any]) -> Schedule:
+    """The Schedule of an Avro ScheduleSpec record (already validated at ingest)."""
+    inner: Schedule
+    if spec["cron"] is not None:
+        inner = parse_cron(spec["cron"], spec["timezone"], spec["dst_gap"], spec["dst_repeat"])
+    elif spec["every_us"] is not None:
+        inner = EverySchedule.from_us(spec["every_us"], spec["phase_us"])
+    else:
+        inner = AtSchedule(spec["at_us"])
+    if spec["start_at_us"] is None and spec["end_at_us"] is None:
+        return inner
+    return BoundedSchedule(inner, spec["start_at_us"], spec["end_at_us"])
