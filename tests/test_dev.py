@@ -32,7 +32,7 @@ def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(kafka_settings: Settings
     while time.monotonic() < deadline:
         line = dev.stdout.readline()
         lines.append(line)
-        if "scheduler: ready" in line:
+        if all(f"{c}: ready" in "".join(lines) for c in ("scheduler", "projector")):
             break
     else:
         dev.kill()
@@ -57,4 +57,4 @@ def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(kafka_settings: Settings
     dev.send_signal(signal.SIGINT)
     rest, _ = dev.communicate(timeout=60)
     assert dev.returncode == 0, rest
-    assert "scheduler: stopped" in rest
+    assert "scheduler: stopped" in rest and "projector: stopped" in rest
