@@ -32,7 +32,7 @@ def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(kafka_settings: Settings
     while time.monotonic() < deadline:
         line = dev.stdout.readline()
         lines.append(line)
-        if all(f"{c}: ready" in "".join(lines) for c in ("scheduler", "projector")):
+        if all(f"{c}: ready" in "".join(lines) for c in ("scheduler", "dispatcher", "projector")):
             break
     else:
         dev.kill()

@@ -29,7 +29,11 @@ def dev(keep_broker: bool) -> None:
         say(f"topics: ready (prefix {settings.topic_prefix!r}, {settings.partitions} partitions)")
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
-    components = [Component("scheduler", ["scheduler"]), Component("projector", ["projector"])]
+    components = [
+        Component("scheduler", ["scheduler"]),
+        Component("dispatcher", ["dispatcher"]),
+        Component("projector", ["projector"]),
+    ]
     Supervisor(components, say).run()
     if started_broker and not keep_broker:
         say(f"kafka: {broker.down()}")

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.kafka.topics import wait_for_topics
 from schedulerstream.logs import configure_logging
@@ -39,3 +40,17 @@ def scheduler() -> None:
         run_processor(settings, SchedulerTopology(settings))
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+def dispatcher() -> None:
+    """Run one dispatcher instance (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
+    configure_logging("dispatcher")
+    settings = load_settings()
+    topology = DispatcherTopology(settings)
+    try:
+        run_processor(settings, topology)
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        topology.close()

@@ -41,6 +41,7 @@ class TaskContext:
         self._rejected_topic = rejected_topic
         self._processor = processor
         self.outputs: list[Output] = []
+        self.held_until_us: int | None = None
 
     def now_us(self) -> int:
         """Wall-clock microseconds since the epoch from the injected clock."""
@@ -56,6 +57,12 @@ class TaskContext:
     ) -> None:
         """Produce a record in the current transaction (``partition=None``: partitioner)."""
         self.outputs.append(Output(topic, key, value, partition, headers))
+
+    def hold(self, until_us: int) -> None:
+        """From ``process``: leave the current record unprocessed. Its input partition is
+        paused and the record is delivered again once the clock reaches ``until_us`` (delay
+        topics: no sleeping in the loop). The callback's writes and outputs are dropped."""
+        self.held_until_us = until_us
 
     def reject(self, message: Any, reason: str) -> None:
         """Send ``message`` to the rejected topic with ``reason`` (a poison record)."""

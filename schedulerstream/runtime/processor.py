@@ -100,6 +100,7 @@ class Processor:
         self._assigned: set[tuple[str, int]] = set()
         self._awaiting: dict[int, float] = {}  # caught up, waiting to settle: retry time
         self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
+        self._held: dict[tuple[str, int], float] = {}  # paused by TaskContext.hold: resume at
         self._dirty = False
         self._stopping = False
         self._started = False
@@ -181,6 +182,7 @@ class Processor:
         now = time.monotonic()
         wait = 0.0 if restoring else max(0.0, min(self._next_tick, self._next_commit) - now)
         messages = consumer.consume(self._batch, wait)
+        self._resume_held()
         try:
             self._dispatch(messages)
         except KafkaException as exc:
@@ -286,6 +288,7 @@ class Processor:
         consumer = self._require_consumer()
         for task in tasks:
             task.suspend()
+            self._forget_held(task.partition)  # the restore seeks and resumes every input
             consumer.pause(self._input_tps(task.partition))
             self._begin_restore(task)
 
@@ -309,6 +312,8 @@ class Processor:
             task = self._tasks.get(msg.partition())
             if task is None or task.state is not TaskState.RUNNING:
                 continue  # prefetched for a partition that is not (or no longer) ours
+            if (msg.topic(), msg.partition()) in self._held:
+                continue  # prefetched behind a held record: it comes again after it
             expected = task.input_offsets.get(msg.topic())
             if expected is None or msg.offset() < expected:
                 continue
@@ -322,9 +327,16 @@ class Processor:
         store.savepoint()
         try:
             self.topology.process(ctx, msg)
+            until_us, ctx.held_until_us = ctx.held_until_us, None
+            if until_us is not None:
+                store.rollback()
+                ctx.outputs.clear()
+                self._hold(msg, until_us)
+                return
         except Exception as exc:
             store.rollback()
             ctx.outputs.clear()
+            ctx.held_until_us = None
             self.metrics["records_rejected"] += 1
             reason = f"{type(exc).__name__}: {exc}"
             log.warning(
@@ -338,6 +350,28 @@ class Processor:
         task.input_offsets[msg.topic()] = msg.offset() + 1
         self.metrics["records_processed"] += 1
         self._dirty = True
+
+    def _hold(self, msg: Any, until_us: int) -> None:
+        """Pause the record's partition and rewind to it until ``until_us``."""
+        consumer = self._require_consumer()
+        tp = TopicPartition(msg.topic(), msg.partition(), msg.offset())
+        consumer.pause([tp])
+        consumer.seek(tp)
+        delay_s = max(0.0, (until_us - self.clock.now_us()) / 1e6)
+        self._held[(msg.topic(), msg.partition())] = time.monotonic() + delay_s
+
+    def _resume_held(self) -> None:
+        now = time.monotonic()
+        due = [tp for tp, at in self._held.items() if at <= now]
+        for topic, partition in due:
+            del self._held[(topic, partition)]
+            task = self._tasks.get(partition)
+            if task is not None and task.state is TaskState.RUNNING:
+                self._require_consumer().resume([TopicPartition(topic, partition)])
+
+    def _forget_held(self, partition: int) -> None:
+        for key in [k for k in self._held if k[1] == partition]:
+            del self._held[key]
 
     def _invoke(self, task: Task, callback: Callable[[TaskContext], None]) -> None:
         """Run a task callback (punctuate, on_running) atomically: on error, undo it."""
@@ -464,6 +498,7 @@ class Processor:
         self._awaiting.pop(partition, None)
         self._unstarted.pop(partition, None)
         self._contexts.pop(partition, None)
+        self._forget_held(partition)
         if self._restorer is not None:
             self._restorer.stop(task)
         task.close()

@@ -1,0 +1,140 @@
+"""The dispatcher's per-partition state: run records and the keys of its indexes.
+
+Keys (all logged to the changelog):
+
+- ``run/{run id}`` → a ``RunRecord`` (JSON)
+- ``q/{tenant}/{due µs, 16 hex}{seq, 16 hex}`` → run id: the tenant's queue, earliest due first
+  (due = not_before for a first attempt, retry_at for a retry kept locally)
+- ``active/{job key}/{run id}`` → runs of the job that started and are not finished
+- ``buf/{job key}`` → the run waiting behind an active one (``buffer_one``)
+- ``gone/{job key}`` → ``{version, reason}``: the target answered 410 for that job version
+- ``done/{finished µs, 16 hex}/{run id}`` → finished runs, pruned after the dedupe retention
+- ``ctr/seq`` → the queue sequence counter
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# live states; "waiting" is a retry that sits on a delay topic
+QUEUED, IN_FLIGHT, WAITING, BUFFERED = "queued", "in_flight", "waiting", "buffered"
+# terminal states
+DONE, REVOKED = "done", "revoked"
+TERMINAL = frozenset({DONE, REVOKED})
+
+SEQ_KEY = b"ctr/seq"
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One run as the dispatcher knows it; ``attempt`` is the last attempt started (0: none)."""
+
+    run_id: str
+    tenant: str
+    job_id: str
+    scheduled_at_us: int
+    not_before_us: int
+    accepted_at_us: int
+    trigger: str
+    payload_json: str | None
+    job_version: int
+    definition: bytes
+    status: str = QUEUED
+    attempt: int = 0
+    due_us: int = 0
+    seq: int = 0
+    deadline_us: int = 0
+    last_error: str | None = None
+    outcome: str | None = None  # terminal: succeeded, failed, cancelled, ...
+
+    @property
+    def not_started(self) -> bool:
+        return self.attempt == 0 and self.status in (QUEUED, BUFFERED)
+
+    @property
+    def job_key(self) -> str:
+        return f"{self.tenant}/{self.job_id}"
+
+    def to_bytes(self) -> bytes:
+        data: dict[str, Any] = asdict(self)
+        data["definition"] = base64.b64encode(self.definition).decode()
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> RunRecord:
+        data = json.loads(raw)
+        data["definition"] = base64.b64decode(data["definition"])
+        return cls(**data)
+
+    def run_view(self) -> dict[str, Any]:
+        """The fields of the ``RunTriggered`` record, for ``Delivery.from_run``."""
+        return {
+            "run_id": self.run_id,
+            "tenant": self.tenant,
+            "job_id": self.job_id,
+            "scheduled_at_us": self.scheduled_at_us,
+            "trigger": self.trigger,
+            "payload_json": self.payload_json,
+        }
+
+
+def run_key(run_id: str) -> bytes:
+    return b"run/" + run_id.encode()
+
+
+def queue_prefix(tenant: str) -> bytes:
+    return b"q/" + tenant.encode() + b"/"
+
+
+def queue_key(tenant: str, due_us: int, seq: int) -> bytes:
+    return queue_prefix(tenant) + b"%016x%016x" % (max(0, due_us), seq)
+
+
+def queue_entry(key: bytes) -> tuple[int, int]:
+    """(due µs, seq) of a queue key."""
+    return int(key[-32:-16], 16), int(key[-16:], 16)
+
+
+def tenant_of_queue_key(key: bytes) -> str:
+    return key[2 : key.rindex(b"/")].decode()
+
+
+def done_key(finished_us: int, run_id: str) -> bytes:
+    return b"done/%016x/" % max(0, finished_us) + run_id.encode()
+
+
+def done_run_id(key: bytes) -> str:
+    return key[len(b"done/0000000000000000/") :].decode()
+
+
+def active_prefix(job_key: str) -> bytes:
+    return b"active/" + job_key.encode() + b"/"
+
+
+def active_key(job_key: str, run_id: str) -> bytes:
+    return active_prefix(job_key) + run_id.encode()
+
+
+def active_run_id(key: bytes) -> str:
+    """The run id of an ``active/{tenant}/{job}/{run id}`` key (run ids contain '/')."""
+    return key.split(b"/", 3)[3].decode()
+
+
+def buffer_key(job_key: str) -> bytes:
+    return b"buf/" + job_key.encode()
+
+
+def gone_key(job_key: str) -> bytes:
+    return b"gone/" + job_key.encode()
+
+
+def encode_json(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode_json(raw: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(raw)
+    return value

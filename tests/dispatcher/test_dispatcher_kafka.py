@@ -1,0 +1,248 @@
+"""The dispatcher as a real process against the real broker and a real HTTP receiver."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from schedulerstream.kafka.clients import base_config
+from schedulerstream.kafka.reader import read_topic
+from schedulerstream.model import KafkaTarget
+from schedulerstream.settings import Settings
+from tests.dispatcher.conftest import SpawnDispatcher
+from tests.dispatcher.support import (
+    SECOND,
+    Runs,
+    attempt_events,
+    body,
+    job,
+    kinds,
+    wait_for,
+)
+from tests.support.runs import read_events
+from tests.targets.helpers import expected_signature
+from tests.targets.procs import ReceiverProcess
+
+pytestmark = pytest.mark.kafka
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+FAST_RETRY = {"max_attempts": 5, "initial_backoff": 0.2, "multiplier": 2, "max_backoff": 1}
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def events_of(topo: Settings, rid: str, last: str, timeout: float = 30) -> list[tuple[str, int]]:
+    """The run's committed events once one of kind ``last`` is among them."""
+
+    def seen() -> list[tuple[str, int]] | None:
+        found = kinds(attempt_events(topo, idle_timeout=1.0).get(rid, []))
+        return found if any(k == last for k, _ in found) else None
+
+    result: list[tuple[str, int]] = wait_for(seen, timeout, f"{last} of {rid}")
+    return result
+
+
+def test_a_webhook_is_delivered_once_with_a_valid_signature(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "hello", receiver.url("/ok"), target={"secret": SECRET})
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    assert events_of(topo, rid, "succeeded") == [("accepted", 0), ("started", 1), ("succeeded", 1)]
+    [request] = receiver.requests(rid)
+    headers = request["headers"]
+    raw = base64.b64decode(request["body_b64"])
+    assert headers["webhook-signature"] == expected_signature(
+        SECRET, rid, headers["webhook-timestamp"], raw
+    )
+    assert body(request)["attempt"] == 1 and body(request)["payload"] == {"job": "hello"}
+
+
+def test_5xx_then_success_retries_with_the_same_webhook_id_and_new_attempts(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "flaky", receiver.url("/fail-then-ok/2"), retry=FAST_RETRY,
+                     target={"secret": SECRET})  # fmt: skip
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    events = events_of(topo, rid, "succeeded")
+    assert events == [
+        ("accepted", 0), ("started", 1), ("failed", 1), ("retry_scheduled", 1),
+        ("started", 2), ("failed", 2), ("retry_scheduled", 2), ("started", 3), ("succeeded", 3),
+    ]  # fmt: skip
+    requests = receiver.requests(rid)
+    assert [body(r)["attempt"] for r in requests] == [1, 2, 3]
+    for request in requests:
+        raw = base64.b64decode(request["body_b64"])
+        signature = expected_signature(SECRET, rid, request["headers"]["webhook-timestamp"], raw)
+        assert request["headers"]["webhook-signature"] == signature
+
+
+def test_a_hanging_receiver_times_out_and_is_dead_lettered(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "hangs", receiver.url("/hang"), timeout=1,
+                     retry={"max_attempts": 1})  # fmt: skip
+    started = time.monotonic()
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    events = events_of(topo, rid, "dead_lettered")
+    assert events[-2:] == [("timed_out", 1), ("dead_lettered", 1)]
+    assert time.monotonic() - started >= 1.0
+    assert wait_for(lambda: receiver.requests(rid)[0]["disconnected"], 10, "abort")
+
+
+def test_cancel_run_aborts_a_hanging_attempt(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "stuck", receiver.url("/hang"), timeout=60)
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    wait_for(lambda: receiver.requests(rid), 30, "the attempt to arrive", every=0.2)
+    runs.cancel(definition, rid)
+    runs.flush()
+    assert events_of(topo, rid, "cancelled")[-1] == ("cancelled", 1)
+    assert wait_for(lambda: receiver.requests(rid)[0]["disconnected"], 10, "abort")
+    time.sleep(1)
+    assert kinds(attempt_events(topo)[rid])[-1] == ("cancelled", 1)  # nothing after it
+
+
+def test_forbid_skips_a_run_while_the_previous_one_is_still_running(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "slowpoke", receiver.url("/slow/3000"), overlap_policy="forbid")
+    t0 = now_us()
+    first = runs.trigger(definition, t0)
+    second = runs.trigger(definition, t0 + SECOND, not_before_us=t0 + SECOND)
+    third = runs.trigger(definition, t0 + 5 * SECOND, not_before_us=t0 + 5 * SECOND)
+    runs.flush()
+    assert events_of(topo, first, "succeeded")[-1] == ("succeeded", 1)
+    assert events_of(topo, second, "skipped") == [("accepted", 0), ("skipped", 0)]
+    assert events_of(topo, third, "succeeded")[-1] == ("succeeded", 1)
+    assert len(receiver.requests(second)) == 0
+
+
+def test_kill_9_with_attempts_in_flight_delivers_every_run_at_least_once(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    proc = dispatcher()
+    count = 120
+    definitions = [job("acme", f"k{i}", receiver.url("/slow/1500")) for i in range(count)]
+    t0 = now_us()
+    ids = [runs.trigger(d, t0) for d in definitions]
+    runs.flush()
+    wait_for(lambda: len(receiver.requests()) >= 60, 30, "attempts in flight", every=0.1)
+    proc.kill()
+    in_flight_at_kill = len(receiver.requests())
+    dispatcher()
+    events = wait_for(
+        lambda: (
+            (e := attempt_events(topo, 1.0))
+            and all(any(k == "succeeded" for k, _ in kinds(e.get(r, []))) for r in ids)
+            and e
+        ),
+        120,
+        "every run to succeed",
+    )
+    requests = receiver.requests()
+    by_id: dict[str, int] = {}
+    for request in requests:
+        webhook_id = request["headers"]["webhook-id"]
+        by_id[webhook_id] = by_id.get(webhook_id, 0) + 1
+    assert set(by_id) == set(ids)
+    duplicates = sum(n - 1 for n in by_id.values())
+    redispatched = [r for r in ids if any(a >= 2 for k, a in kinds(events[r]) if k == "started")]
+    assert redispatched, "no attempt was in flight at the kill"
+    print(f"\nkill -9: {count} runs, {in_flight_at_kill} requests before the kill, "
+          f"{len(redispatched)} re-dispatched, {duplicates} duplicate deliveries")  # fmt: skip
+
+
+def test_a_small_tenant_is_not_stuck_behind_a_big_burst(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    url = receiver.url("/slow/5")
+    instant = (now_us() // SECOND + 8) * SECOND  # all ingested before they are due
+    big = [runs.trigger(job("big", f"a{i}", url), instant) for i in range(5000)]
+    small = [runs.trigger(job("small", f"b{i}", url), instant) for i in range(50)]
+    runs.flush()
+    wait_for(lambda: len(receiver.requests()) >= 5050, 120, "every run to arrive", every=1.0)
+    requests = receiver.requests()
+    arrival = {r["headers"]["webhook-id"]: r["received_at"] for r in requests}
+    assert set(arrival) == set(big) | set(small)
+    t = instant / 1e6
+    small_last = max(arrival[r] for r in small) - t
+    big_sorted = sorted(arrival[r] - t for r in big)
+    big_median, big_last = big_sorted[len(big_sorted) // 2], big_sorted[-1]
+    before_small_done = sum(1 for x in big_sorted if x <= small_last)
+    print(f"\nfairness: small tenant's last start {small_last * 1000:.0f} ms after the instant; "
+          f"big tenant median {big_median * 1000:.0f} ms, last {big_last * 1000:.0f} ms; "
+          f"{before_small_done} of 5000 big runs came first")  # fmt: skip
+    assert min(arrival.values()) >= t - 0.05  # nothing before not_before
+    assert small_last < 1.0
+    assert small_last < big_median
+    assert before_small_done < 2500
+
+
+def test_a_kafka_target_receives_each_run_exactly_once_inside_the_transaction(
+    topo: Settings, dispatcher: SpawnDispatcher, runs: Runs
+) -> None:
+    out_topic = topo.topic("kafka-target")
+    admin = AdminClient(base_config(topo))
+    admin.create_topics([NewTopic(out_topic, 1, 1)])[out_topic].result(30)
+    dispatcher()
+    definition = job("acme", "to-kafka", "http://127.0.0.1:9/unused")
+    definition = definition.model_copy(update={"target": KafkaTarget(topic=out_topic)})
+    t0 = now_us()
+    ids = [runs.trigger(definition, t0 + i * SECOND, not_before_us=t0) for i in range(5)]
+    for i in range(5):  # a replay of the same runs collapses into them
+        runs.trigger(definition, t0 + i * SECOND, not_before_us=t0)
+    runs.flush()
+    for rid in ids:
+        assert events_of(topo, rid, "succeeded") == [
+            ("accepted", 0), ("started", 1), ("succeeded", 1),
+        ]  # fmt: skip
+    records = list(read_topic(topo, out_topic, True, 2.0))
+    assert sorted(m.key().decode() for m in records) == sorted(ids)
+    assert {json.loads(m.value())["attempt"] for m in records} == {1}
+
+
+def test_retry_after_is_honoured_then_the_run_is_dead_lettered(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "throttled", receiver.url("/429?after=6"),
+                     retry={**FAST_RETRY, "max_attempts": 2})  # fmt: skip
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    assert events_of(topo, rid, "dead_lettered")[-2:] == [("failed", 2), ("dead_lettered", 2)]
+    [scheduled] = [e for e in attempt_events(topo)[rid] if e["kind"] == "retry_scheduled"]
+    assert (scheduled["retry_at_us"] - scheduled["at_us"]) / SECOND == pytest.approx(6, abs=0.1)
+    parked = read_events(topo, "retry.5s", 1.0)  # 6 s: the largest tier not above is 5 s
+    assert [m.key().decode() for m in parked] == [rid]
+    arrivals = [r["received_at"] for r in receiver.requests(rid)]
+    assert len(arrivals) == 2 and 5.9 <= arrivals[1] - arrivals[0] <= 7.5
+
+
+def test_a_gone_target_ends_the_run_without_retries(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    definition = job("acme", "removed", receiver.url("/gone"), retry=FAST_RETRY)
+    rid = runs.trigger(definition, now_us())
+    runs.flush()
+    assert events_of(topo, rid, "failed") == [("accepted", 0), ("started", 1), ("failed", 1)]
+    time.sleep(2)
+    [failed] = [e for e in attempt_events(topo)[rid] if e["kind"] == "failed"]
+    assert failed["status_code"] == 410 and failed["reason"].startswith("target gone: HTTP 410")
+    assert len(attempt_events(topo)[rid]) == 3 and len(receiver.requests(rid)) == 1

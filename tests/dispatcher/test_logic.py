@@ -1,0 +1,334 @@
+"""The dispatcher state machine, driven by a ManualClock (no broker, no HTTP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedulerstream.dispatcher import records as rk
+from schedulerstream.targets.base import Outcome
+
+from .harness import (
+    FAIL,
+    OK,
+    SECOND,
+    T0,
+    Harness,
+    cancel,
+    revoked,
+    run_id,
+    run_triggered,
+)
+
+RETRY = {"retry": {"max_attempts": 3, "initial_backoff": 1, "multiplier": 2, "max_backoff": 60}}
+
+
+def test_a_due_run_is_accepted_started_and_succeeds() -> None:
+    h = Harness()
+    h.run(run_triggered())
+    [start] = h.tick()
+    assert start.delivery.run_id == run_id()
+    assert start.delivery.attempt == 1
+    assert start.delivery.payload == {"n": 0}
+    assert start.delivery.deadline == 30.0
+    assert h.finish(run_id())
+    assert h.events() == [("accepted", 0), ("started", 1), ("succeeded", 1)]
+    assert h.limits.in_flight == 0
+    assert not list(h.store.prefix(b"active/"))
+
+
+def test_a_run_waits_for_not_before() -> None:
+    h = Harness()
+    h.run(run_triggered(not_before=T0 + 2 * SECOND))
+    assert h.tick() == []
+    assert h.advance(1.5) == []
+    assert [s.delivery.run_id for s in h.advance(0.5)] == [run_id()]
+
+
+def test_a_duplicate_of_the_same_version_is_ignored_even_after_it_ran() -> None:
+    h = Harness()
+    h.run(run_triggered())
+    h.tick()
+    h.run(run_triggered())
+    h.finish(run_id())
+    h.run(run_triggered())
+    assert h.tick() == []
+    assert h.logic.counters.duplicates == 2
+    assert [k for k, _ in h.events()].count("accepted") == 1
+
+
+def test_revoked_runs_are_dropped_and_a_later_version_re_arms_them() -> None:
+    h = Harness()
+    h.run(run_triggered(not_before=T0 + SECOND))
+    h.run(revoked(run_id(), version=2))
+    assert h.events()[-1] == ("revoked", 0)
+    assert h.advance(2) == []
+    h.run(run_triggered(version=1, not_before=T0 + 3 * SECOND))  # older version: still revoked
+    assert h.advance(2) == []
+    h.run(run_triggered(version=2, not_before=T0 + 5 * SECOND))
+    assert [s.delivery.run_id for s in h.advance(1)] == [run_id()]
+
+
+def test_a_revocation_of_the_same_version_or_a_started_run_does_nothing() -> None:
+    h = Harness()
+    h.run(run_triggered(version=3))
+    h.run(revoked(run_id(), version=3))
+    assert len(h.tick()) == 1
+    h.run(revoked(run_id(), version=9))
+    assert h.finish(run_id())
+
+
+def test_deficit_round_robin_interleaves_tenants_whatever_the_arrival_order() -> None:
+    h = Harness(concurrency=12)
+    for i in range(20):
+        h.run(run_triggered(i, tenant="big"))
+    for i in range(3):
+        h.run(run_triggered(i, tenant="small"))
+    tenants = [s.tenant for s in h.tick()]
+    assert tenants[:6] == ["big", "small"] * 3
+    assert len(tenants) == 12
+
+
+def test_weights_give_a_tenant_more_turns() -> None:
+    h = Harness(concurrency=9, weights={"heavy": 2})
+    for i in range(10):
+        h.run(run_triggered(i, tenant="heavy"))
+        h.run(run_triggered(i, tenant="light"))
+    tenants = [s.tenant for s in h.tick()]
+    assert tenants.count("heavy") == 6 and tenants.count("light") == 3
+
+
+def test_process_and_tenant_concurrency_limits() -> None:
+    h = Harness(concurrency=3, tenant_concurrency=2)
+    for i in range(5):
+        h.run(run_triggered(i, tenant="a"))
+    h.run(run_triggered(0, tenant="b"))
+    assert sorted(s.tenant for s in h.tick()) == ["a", "a", "b"]
+    assert h.tick() == []
+    h.finish(run_id(0, tenant="a"))
+    assert [s.tenant for s in h.tick()] == ["a"]
+
+
+def test_tenant_rate_is_a_token_bucket() -> None:
+    h = Harness(rate=2.0)
+    for i in range(6):
+        h.run(run_triggered(i))
+    assert len(h.tick()) == 2
+    assert len(h.advance(0.5)) == 1
+    assert len(h.advance(1.0)) == 2
+
+
+def test_forbid_skips_a_run_while_another_is_active() -> None:
+    h = Harness()
+    h.run(run_triggered(0, overlap_policy="forbid"))
+    h.tick()
+    h.run(run_triggered(1, overlap_policy="forbid"))
+    assert h.tick() == []
+    skipped = h.kinds("skipped")
+    assert skipped[0]["run_id"] == run_id(1)
+    assert run_id(0) in skipped[0]["reason"]
+    h.finish(run_id(0))
+    h.run(run_triggered(2, overlap_policy="forbid"))
+    assert len(h.tick()) == 1
+
+
+def test_replace_cancels_the_active_run_and_ignores_its_late_outcome() -> None:
+    h = Harness()
+    h.run(run_triggered(0, overlap_policy="replace"))
+    h.tick()
+    h.run(run_triggered(1, overlap_policy="replace"))
+    [start] = h.tick()
+    assert start.delivery.run_id == run_id(1)
+    assert [(c.run_id, c.attempt) for c in h.cancelled] == [(run_id(0), 1)]
+    assert h.kinds("cancelled")[0]["reason"] == f"replaced by {run_id(1)}"
+    assert not h.logic.on_outcome(h.store, h, 0, run_id(0), 1, OK, h.now)
+
+
+def test_buffer_one_keeps_one_waiting_and_skips_the_rest() -> None:
+    h = Harness()
+    for i in range(3):
+        h.run(run_triggered(i, overlap_policy="buffer_one"))
+    assert [s.delivery.run_id for s in h.tick()] == [run_id(0)]
+    assert [r["run_id"] for r in h.kinds("skipped")] == [run_id(2)]
+    h.finish(run_id(0))
+    assert [s.delivery.run_id for s in h.tick()] == [run_id(1)]
+
+
+def test_failures_retry_with_deterministic_full_jitter_then_dead_letter() -> None:
+    h = Harness()
+    h.run(run_triggered(**RETRY))
+    h.tick()
+    waits = []
+    for attempt in (1, 2):
+        h.finish(run_id(), FAIL)
+        [scheduled] = h.kinds("retry_scheduled")[attempt - 1 :]
+        wait = scheduled["retry_at_us"] - h.now
+        assert 0 <= wait < 2 ** (attempt - 1) * SECOND
+        waits.append(wait)
+        [start] = h.advance(wait / 1e6)
+        assert start.delivery.attempt == attempt + 1
+    h.finish(run_id(), FAIL)
+    assert h.events()[-2:] == [("failed", 3), ("dead_lettered", 3)]
+    assert "last error: HTTP 503: try again" in h.kinds("dead_lettered")[0]["reason"]
+    again = Harness()
+    again.run(run_triggered(**RETRY))
+    again.tick()
+    again.finish(run_id(), FAIL)
+    assert again.kinds("retry_scheduled")[0]["retry_at_us"] - again.now == waits[0]
+
+
+def test_retry_after_is_honoured_and_long_waits_go_to_the_largest_tier_below() -> None:
+    h = Harness()
+    h.run(run_triggered(**RETRY))
+    h.tick()
+    h.finish(run_id(), Outcome("failed", "HTTP 429", True, 10, 429, retry_after_s=45))
+    [parked] = h.on_topic("retry.30s")
+    assert parked["retry_at_us"] == h.now + 45 * SECOND
+    assert h.advance(50) == []  # only the delay topic brings it back
+    record = h.records[-1]
+    h.logic.on_retry(h.store, 0, h.logic.events.value(
+        h.logic.load(h.store, run_id()), "retry_scheduled", T0,  # type: ignore[arg-type]
+        retry_at_us=record[2]["retry_at_us"],
+    ))  # fmt: skip
+    [start] = h.tick()
+    assert start.delivery.attempt == 2
+
+
+def test_max_age_dead_letters_instead_of_retrying() -> None:
+    h = Harness()
+    h.run(run_triggered(retry={"max_attempts": 9, "max_age": 10}))
+    h.tick()
+    h.finish(run_id(), Outcome("failed", "HTTP 503", True, 10, 503, retry_after_s=60))
+    assert h.events()[-1] == ("dead_lettered", 1)
+    assert "max_age" in h.kinds("dead_lettered")[0]["reason"]
+
+
+def test_timeouts_are_recorded_and_retried() -> None:
+    h = Harness()
+    h.run(run_triggered(**RETRY))
+    h.tick()
+    h.finish(run_id(), Outcome("timed_out", "no answer within 30 s", True, 30 * SECOND))
+    assert [k for k, _ in h.events()][-2:] == ["timed_out", "retry_scheduled"]
+
+
+def test_gone_stops_the_run_and_skips_later_runs_of_that_job_version() -> None:
+    h = Harness()
+    h.run(run_triggered(0))
+    h.tick()
+    h.finish(run_id(0), Outcome("gone", "HTTP 410: removed", False, 10, 410))
+    assert h.events()[-1] == ("failed", 1)
+    assert h.kinds("failed")[0]["reason"] == "target gone: HTTP 410: removed"
+    assert h.on_topic("retry.5s") == [] and h.kinds("retry_scheduled") == []
+    h.run(run_triggered(1))
+    assert h.tick() == []
+    assert h.kinds("skipped")[0]["run_id"] == run_id(1)
+    h.run(run_triggered(2, version=2))
+    assert len(h.tick()) == 1
+
+
+def test_cancel_aborts_in_flight_and_a_late_outcome_is_ignored() -> None:
+    h = Harness()
+    h.run(run_triggered())
+    h.tick()
+    h.command(cancel(run_id()))
+    assert [(c.run_id, c.attempt) for c in h.cancelled] == [(run_id(), 1)]
+    assert h.events()[-1] == ("cancelled", 1)
+    assert not h.logic.on_outcome(h.store, h, 0, run_id(), 1, OK, h.now)
+    assert h.logic.counters.late_outcomes == 1
+
+
+def test_cancel_drops_a_pending_retry() -> None:
+    h = Harness()
+    h.run(run_triggered(**RETRY))
+    h.tick()
+    h.finish(run_id(), FAIL)
+    h.command(cancel(run_id()))
+    assert h.cancelled == []
+    assert h.advance(10) == []
+    assert h.events()[-1] == ("cancelled", 1)
+
+
+def test_an_outcome_of_a_superseded_attempt_is_ignored() -> None:
+    h = Harness()
+    h.run(run_triggered(**RETRY))
+    h.tick()
+    h.finish(run_id(), FAIL)
+    h.advance(5)
+    assert not h.logic.on_outcome(h.store, h, 0, run_id(), 1, OK, h.now)
+    assert h.logic.load(h.store, run_id()).status == rk.IN_FLIGHT  # type: ignore[union-attr]
+
+
+def test_restart_re_dispatches_in_flight_runs_with_the_next_attempt() -> None:
+    h = Harness()
+    for i in range(3):
+        h.run(run_triggered(i))
+    h.tick()
+    h.finish(run_id(0))
+    h.restart()
+    again = h.tick()
+    assert sorted((s.delivery.run_id, s.delivery.attempt) for s in again) == [
+        (run_id(1), 2),
+        (run_id(2), 2),
+    ]
+    assert "outcome unknown" in h.kinds("failed")[0]["reason"]
+
+
+def test_restart_fails_at_most_once_runs_as_outcome_unknown() -> None:
+    h = Harness()
+    h.run(run_triggered(delivery="at_most_once"))
+    h.tick()
+    h.restart()
+    assert h.tick() == []
+    assert h.events()[-1] == ("failed", 1)
+    assert "at_most_once" in h.kinds("failed")[0]["reason"]
+
+
+def test_restart_rebuilds_the_tenant_queues() -> None:
+    h = Harness(concurrency=2)
+    for tenant in ("a", "b", "c"):
+        for i in range(2):
+            h.run(run_triggered(i, tenant=tenant))
+    h.restart()
+    h.limits.concurrency = 100
+    assert sorted(s.tenant for s in h.tick()) == ["a", "a", "b", "b", "c", "c"]
+
+
+def test_a_definition_of_another_job_is_refused() -> None:
+    h = Harness()
+    bad = run_triggered(job_id="j1")
+    from .harness import CODEC, definition
+
+    record = CODEC.decode(bad)[1]
+    record["job_definition"] = definition(job_id="other")
+    with pytest.raises(ValueError, match="carries the definition"):
+        h.run(CODEC.encode("RunTriggered", record))
+
+
+def test_finished_runs_are_forgotten_after_the_dedupe_retention() -> None:
+    h = Harness(retention_us=3600 * SECOND)
+    h.run(run_triggered(0))
+    h.tick()
+    h.finish(run_id(0))
+    h.run(revoked(run_id(1), version=5))
+    h.advance(1800)
+    assert h.logic.load(h.store, run_id(0)) is not None
+    h.advance(1801)
+    assert h.logic.load(h.store, run_id(0)) is None
+    assert h.logic.load(h.store, run_id(1)) is None
+    assert not list(h.store.prefix(b"done/"))
+
+
+def test_an_at_most_once_run_that_timed_out_is_not_retried() -> None:
+    h = Harness()
+    h.run(run_triggered(delivery="at_most_once", **RETRY))
+    h.tick()
+    h.finish(run_id(), Outcome("timed_out", "no answer within 30 s", True, 30 * SECOND))
+    assert h.events()[-1] == ("timed_out", 1)
+    assert h.kinds("retry_scheduled") == [] and h.advance(60) == []
+
+
+def test_an_at_most_once_run_whose_failure_is_known_is_retried() -> None:
+    h = Harness()
+    h.run(run_triggered(delivery="at_most_once", **RETRY))
+    h.tick()
+    h.finish(run_id(), FAIL)
+    assert [k for k, _ in h.events()][-1] == "retry_scheduled"
