@@ -9,8 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from schedulerstream.kafka.broker import LocalBroker
+from schedulerstream.kafka.clients import base_config
 from schedulerstream.settings import Settings, load_settings
 
 pytest_plugins = ["tests.support.fixtures"]
@@ -33,10 +36,14 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settin
 
 
 @pytest.fixture
-def kafka_settings(broker_settings: Settings, tmp_path: Path) -> Settings:
-    """Settings for one test: the session broker, a unique topic prefix, a private data dir."""
+def kafka_settings(broker_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
+    """Settings for one test: the session broker, a unique topic prefix, a private data dir.
+
+    The test's topics are deleted afterwards so a long suite does not pile up partitions (and
+    open files) on the one broker.
+    """
     prefix = f"t{uuid.uuid4().hex[:10]}."
-    return broker_settings.model_copy(
+    yield broker_settings.model_copy(
         update={
             "topic_prefix": prefix,
             "data_dir": tmp_path / "state",
@@ -44,3 +51,15 @@ def kafka_settings(broker_settings: Settings, tmp_path: Path) -> Settings:
             "instance_id": f"test-{uuid.uuid4().hex[:6]}",
         }
     )
+    _delete_topics(broker_settings, prefix)
+
+
+def _delete_topics(settings: Settings, prefix: str) -> None:
+    admin = AdminClient(base_config(settings))
+    try:
+        names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+        if names:
+            for future in admin.delete_topics(names, operation_timeout=30).values():
+                future.result()
+    except KafkaException:
+        pass  # best effort: a broker the test itself stopped, for instance

@@ -7,6 +7,7 @@ the broker runs detached with its data, log and pid under ``{data_dir}/kafka``.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -243,6 +244,7 @@ class LocalBroker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=_raise_open_file_limit,
             )
         self.paths.pid.write_text(str(process.pid))
         return process.pid
@@ -280,6 +282,13 @@ class LocalBroker:
                 time.sleep(0.1)
         self.paths.pid.unlink(missing_ok=True)
         return f"broker stopped (pid {pid})"
+
+
+def _raise_open_file_limit() -> None:
+    """Let the broker open as many files as the hard limit allows (a partition holds several)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _alive(pid: int) -> bool:
