@@ -20,7 +20,7 @@ pytestmark = pytest.mark.kafka
 def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(kafka_settings: Settings) -> None:
     env = settings_env(kafka_settings)
     dev = subprocess.Popen(
-        [sys.executable, "-m", "schedulerstream.cli", "dev"],
+        [sys.executable, "-m", "schedulerstream.cli", "dev", "--port", "0"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -32,7 +32,9 @@ def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(kafka_settings: Settings
     while time.monotonic() < deadline:
         line = dev.stdout.readline()
         lines.append(line)
-        if all(f"{c}: ready" in "".join(lines) for c in ("scheduler", "dispatcher", "projector")):
+        if all(
+            f"{c}: ready" in "".join(lines) for c in ("scheduler", "dispatcher", "projector", "api")
+        ):
             break
     else:
         dev.kill()

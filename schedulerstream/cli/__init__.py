@@ -7,13 +7,16 @@ from typing import Any
 import click
 
 from schedulerstream.cli import (
+    api_cmd,
     cron_cmd,
     dev_cmd,
+    jobs_cmd,
     kafka_cmd,
     processors_cmd,
     projector_cmd,
     runs_cmd,
     schedules_cmd,
+    tenants_cmd,
     topics_cmd,
 )
 from schedulerstream.errors import SchedulerStreamError
@@ -44,3 +47,7 @@ main.add_command(processors_cmd.scheduler)
 main.add_command(processors_cmd.dispatcher)
 main.add_command(projector_cmd.projector)
 main.add_command(dev_cmd.dev)
+main.add_command(api_cmd.api)
+main.add_command(tenants_cmd.tenants)
+main.add_command(jobs_cmd.jobs)
+main.add_command(jobs_cmd.backfill)

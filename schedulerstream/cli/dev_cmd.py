@@ -17,7 +17,9 @@ def say(line: str) -> None:
 
 @click.command()
 @click.option("--keep-broker", is_flag=True, help="Leave the broker running on exit.")
-def dev(keep_broker: bool) -> None:
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
+              help="Port of the REST API.")  # fmt: skip
+def dev(keep_broker: bool, port: int) -> None:
     """Run broker, topics and every processor, supervised; Ctrl-C stops it all cleanly."""
     settings = load_settings()
     broker = LocalBroker(settings)
@@ -33,6 +35,7 @@ def dev(keep_broker: bool) -> None:
         Component("scheduler", ["scheduler"]),
         Component("dispatcher", ["dispatcher"]),
         Component("projector", ["projector"]),
+        Component("api", ["api", "--port", str(port)]),
     ]
     Supervisor(components, say).run()
     if started_broker and not keep_broker:

@@ -1,4 +1,4 @@
-"""``schedulerstream runs tail``: watch the runs the scheduler emits."""
+"""``schedulerstream runs tail|list|get|cancel``: watch emitted runs; query and cancel runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import click
 
 from schedulerstream.codec import default_codec
 from schedulerstream.errors import CodecError, SchedulerStreamError
+from schedulerstream.ids import job_key_of_run, split_job_key
 from schedulerstream.kafka.reader import read_topic
+from schedulerstream.publish import Publisher
+from schedulerstream.readmodel import RUN_STATUSES, RunDetail, RunRow, open_read_model
 from schedulerstream.settings import load_settings
 
 
@@ -79,3 +82,69 @@ def tail(from_beginning: bool, idle_timeout: float, as_json: bool, with_revocati
                 click.echo(f"{line['scheduled_at']}  {what:<9}  {line['run_id']}")
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _run_json(row: RunRow) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "status": row.status,
+        "trigger": row.trigger,
+        "scheduled_at": iso(row.scheduled_at_us),
+        "started_at": None if row.started_at_us is None else iso(row.started_at_us),
+        "finished_at": None if row.finished_at_us is None else iso(row.finished_at_us),
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+    }
+
+
+@runs.command("list")
+@click.argument("job_key", metavar="TENANT/JOB_ID")
+@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def list_runs(job_key: str, status: str | None, limit: int, as_json: bool) -> None:
+    """A job's runs from the read model, newest first."""
+    tenant, job_id = split_job_key(job_key)
+    with open_read_model(load_settings()) as model:
+        page = model.list_runs(tenant, job_id, None, limit, status)
+    for row in page.items:
+        line = _run_json(row)
+        if as_json:
+            click.echo(json.dumps(line))
+        else:
+            click.echo(f"{line['scheduled_at']}  {row.status:<13}  {row.run_id}")
+
+
+def _detail(run_id: str) -> RunDetail:
+    tenant, _ = split_job_key(job_key_of_run(run_id))
+    with open_read_model(load_settings()) as model:
+        detail = model.get_run(tenant, run_id)
+    if detail is None:
+        raise click.ClickException(f"no run {run_id} in the read model")
+    return detail
+
+
+@runs.command("get")
+@click.argument("run_id")
+def get_run(run_id: str) -> None:
+    """One run with its attempt events (JSON)."""
+    detail = _detail(run_id)
+    line = _run_json(detail.run)
+    line["attempt_events"] = [
+        {"attempt": a.attempt, "kind": a.kind, "at": iso(a.at_us), "reason": a.reason,
+         "status_code": a.status_code}
+        for a in detail.attempts
+    ]  # fmt: skip
+    click.echo(json.dumps(line, indent=2))
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@click.option("--reason", default="cancelled by an operator", show_default=True)
+def cancel(run_id: str, reason: str) -> None:
+    """Ask the dispatcher to cancel a run (a CancelRun command)."""
+    detail = _detail(run_id)
+    if detail.run.status not in ("pending", "running"):
+        raise click.ClickException(f"run {run_id} already {detail.run.status}")
+    Publisher(load_settings()).cancel_run(run_id, reason)
+    click.echo(f"cancel of {run_id} requested")
