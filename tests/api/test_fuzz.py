@@ -20,7 +20,7 @@ from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin
 from tests.api.helpers import ApiProcess, auth, job_body
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = pytest.mark.kafka
 EXAMPLES = 25
 
 

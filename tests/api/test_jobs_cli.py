@@ -73,7 +73,6 @@ def test_pause_a_job_without_secret(topo: Settings) -> None:
     ]
 
 
-@pytest.mark.slow
 def test_backfill_shows_progress_until_every_run_exists(topo: Settings, spawn: Spawn) -> None:
     _plain_job(topo, "filled")
     spawn("s1").wait_for_log(" running: restored", count=topo.partitions)

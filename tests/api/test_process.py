@@ -20,7 +20,7 @@ from tests.projector.kafka_helpers import ProjectorProcess
 from tests.support.fixtures import Spawn
 from tests.support.procs import settings_env
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture
