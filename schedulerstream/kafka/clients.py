@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from schedulerstream.settings import Settings
 
@@ -106,3 +109,31 @@ def restore_consumer_config(
     )
     config.update(extra)
     return config
+
+
+# Right after a topic is created (or a leader moves) the broker may briefly answer these.
+_TRANSIENT_OFFSET_ERRORS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+    }
+)
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 10.0) -> tuple[int, int]:
+    """(log start, end) of ``tp`` from the leader, retrying transient leadership errors."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = max(0.5, deadline - time.monotonic())
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=remaining, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in _TRANSIENT_OFFSET_ERRORS or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartitio
 from confluent_kafka.admin import AdminClient
 
 from schedulerstream.errors import StateError
+from schedulerstream.kafka import clients
 from schedulerstream.runtime.context import Output
 from schedulerstream.runtime.store import NO_OFFSET, StateStore
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
@@ -124,8 +125,7 @@ class Restorer:
     def watermarks(self, tp: TopicPartition, committed: bool = True) -> tuple[int, int]:
         """(log start, end) of any partition; the end is the LSO when ``committed``."""
         client = self._stable if committed else self._uncommitted
-        low, high = client.get_watermark_offsets(tp, timeout=self._timeout_s, cached=False)
-        return int(low), int(high)
+        return clients.watermarks(client, tp, self._timeout_s)
 
     def stop(self, task: Task) -> None:
         """Stop replaying for ``task`` (caught up, revoked or closed)."""

@@ -53,7 +53,7 @@ def read_all(settings: Settings, topic: str, committed: bool = True) -> list[Any
     tps = [TopicPartition(name, p, 0) for p in range(settings.partitions)]
     ends = {}
     for tp in tps:
-        _, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        _, high = clients.watermarks(consumer, tp)
         ends[tp.partition] = high
     consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
     out: list[Any] = []
@@ -113,7 +113,7 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, int]:
     result = {}
     for p in range(settings.partitions):
         tp = TopicPartition(settings.topic(topic), p)
-        result[p] = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        result[p] = clients.watermarks(consumer, tp)[1]
     consumer.close()
     return result
 
