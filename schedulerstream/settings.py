@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     dispatch_concurrency: int = Field(default=200, ge=1)
     tenant_concurrency: int = Field(default=50, ge=1)
     tenant_rate_per_s: float = Field(default=1000.0, gt=0)
+    host_concurrency: int = Field(default=100, ge=1)  # attempts in flight per target host
     database_url: str = ""
 
     @field_validator("topic_prefix")

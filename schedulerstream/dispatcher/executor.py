@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ class Completion:
     run_id: str
     attempt: int
     outcome: Outcome | None
+    host: str | None = None
 
 
 class Executor:
@@ -53,7 +55,13 @@ class Executor:
         return len(self._futures)
 
     def submit(
-        self, partition: int, tenant: str, delivery: Delivery, target: Target[Any], config: Any
+        self,
+        partition: int,
+        tenant: str,
+        delivery: Delivery,
+        target: Target[Any],
+        config: Any,
+        host: str | None = None,
     ) -> None:
         """Start one attempt of ``delivery`` with ``target`` (configured by ``config``)."""
         key = (partition, delivery.run_id, delivery.attempt)
@@ -65,7 +73,7 @@ class Executor:
         def finished(done: concurrent.futures.Future[Outcome]) -> None:
             outcome = None if done.cancelled() else done.result()
             self._done.put(
-                Completion(partition, tenant, delivery.run_id, delivery.attempt, outcome)
+                Completion(partition, tenant, delivery.run_id, delivery.attempt, outcome, host)
             )
 
         future.add_done_callback(finished)
@@ -105,6 +113,17 @@ class Executor:
         """Cancel what runs and stop the loop thread."""
         for future in list(self._futures.values()):
             future.cancel()
+
+        async def settle() -> None:  # let aborted requests unwind (close their connections)
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=self._grace_s + 1)
+
+        # a target that ignores cancellation must not block shutdown
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(settle(), self._loop).result(self._grace_s + 2)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 

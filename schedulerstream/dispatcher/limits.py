@@ -1,4 +1,5 @@
-"""Process-wide dispatch limits: total concurrency, per-tenant concurrency, per-tenant rate.
+"""Process-wide dispatch limits: total concurrency, per-tenant concurrency and rate, and
+concurrency per target host (one slow or overloaded receiver cannot take every slot).
 
 In memory only: what is in flight is known from the deliveries running in this process.
 """
@@ -31,21 +32,27 @@ class TokenBucket:
 class Limits:
     """Admission of one more attempt: ``acquire`` before starting, ``release`` when it ends."""
 
-    def __init__(self, concurrency: int, tenant_concurrency: int, tenant_rate_per_s: float) -> None:
+    def __init__(self, concurrency: int, tenant_concurrency: int, tenant_rate_per_s: float,
+                 host_concurrency: int | None = None) -> None:  # fmt: skip
         self.concurrency = concurrency
         self.tenant_concurrency = tenant_concurrency
         self.tenant_rate = tenant_rate_per_s
+        self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
         self.in_flight = 0
         self.by_tenant: Counter[str] = Counter()
+        self.by_host: Counter[str] = Counter()
         self._buckets: dict[str, TokenBucket] = {}
 
     def full(self) -> bool:
         """No attempt of any tenant may start now."""
         return self.in_flight >= self.concurrency
 
-    def acquire(self, tenant: str, now_us: int) -> bool:
-        """Take a slot and a token for ``tenant``; False (nothing taken) when a limit says no."""
+    def acquire(self, tenant: str, now_us: int, host: str | None = None) -> bool:
+        """Take a slot and a token for ``tenant`` (and a slot of ``host``, when the target has
+        one); False, with nothing taken, when a limit says no."""
         if self.full() or self.by_tenant[tenant] >= self.tenant_concurrency:
+            return False
+        if host is not None and self.by_host[host] >= self.host_concurrency:
             return False
         bucket = self._buckets.get(tenant)
         if bucket is None:
@@ -55,12 +62,19 @@ class Limits:
             return False
         self.in_flight += 1
         self.by_tenant[tenant] += 1
+        if host is not None:
+            self.by_host[host] += 1
         return True
 
-    def release(self, tenant: str) -> None:
-        """An attempt of ``tenant`` ended (or never started after ``acquire``)."""
+    def release(self, tenant: str, host: str | None = None) -> None:
+        """An attempt of ``tenant`` (to ``host``) ended, or never started after ``acquire``."""
         if self.by_tenant[tenant] > 0:
             self.by_tenant[tenant] -= 1
             self.in_flight -= 1
         if self.by_tenant[tenant] == 0:
             del self.by_tenant[tenant]
+        if host is not None:
+            if self.by_host[host] > 0:
+                self.by_host[host] -= 1
+            if self.by_host[host] == 0:
+                del self.by_host[host]

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher import records as rk
@@ -38,6 +39,7 @@ class Start:
     tenant: str
     delivery: Delivery
     target: TargetConfig
+    host: str | None = None  # the Limits lane of the target's host (None: no host limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,18 @@ class Counters:
     started: int = 0
     late_outcomes: int = 0
     finished: dict[str, int] = field(default_factory=dict)
+
+
+def target_host(target: TargetConfig) -> str | None:
+    """The host (with port) a delivery connects to, for the per-host limit; None when the
+    attempt is produced in the dispatcher's own transaction (Kafka) or pulled (workers)."""
+    if isinstance(target, HttpTarget):
+        url = target.url
+    elif isinstance(target, SqsTarget):
+        url = target.queue_url
+    else:
+        return None
+    return urlsplit(url).netloc.lower() or None
 
 
 def _decode_definition(codec: Codec, raw: bytes) -> JobDefinition:
@@ -303,10 +317,11 @@ class DispatchLogic:
             store, out, partition, run, qkey, now_us, actions
         ):
             return "skipped"
-        if not self.limits.acquire(tenant, now_us):
+        host = target_host(self.definition(run.definition).target)
+        if not self.limits.acquire(tenant, now_us, host):
             return "blocked"
         store.delete(qkey)
-        actions.append(self._start(store, out, partition, run, now_us))
+        actions.append(self._start(store, out, partition, run, now_us, host))
         budget[0] -= 1
         return "started"
 
@@ -347,7 +362,7 @@ class DispatchLogic:
 
     # -- attempts -------------------------------------------------------------------------
     def _start(self, store: StateStore, out: Output, partition: int, run: RunRecord,
-               now_us: int) -> Start:  # fmt: skip
+               now_us: int, host: str | None) -> Start:  # fmt: skip
         job = self.definition(run.definition)
         run.attempt += 1
         run.status = rk.IN_FLIGHT
@@ -358,7 +373,7 @@ class DispatchLogic:
         deadline = f"deadline {run.deadline_us} µs"
         self.events.emit(out, partition, run, "started", now_us, reason=deadline)
         delivery = Delivery.from_run(run.run_view(), attempt=run.attempt, deadline=job.timeout)
-        return Start(partition, run.tenant, delivery, job.target)
+        return Start(partition, run.tenant, delivery, job.target, host)
 
     def _retry(self, store: StateStore, out: Output, partition: int, run: RunRecord,
                now_us: int, retry_after_s: float | None) -> None:  # fmt: skip

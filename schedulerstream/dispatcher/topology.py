@@ -12,6 +12,7 @@ next tier's), due at ``retry_at``.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,8 @@ from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Target
 from schedulerstream.targets.http import HttpTarget
 from schedulerstream.targets.kafka import kafka_record
+
+log = logging.getLogger(__name__)
 
 
 class ContextOutput:
@@ -56,7 +59,10 @@ class DispatcherTopology(Topology):
         tiers = tuple((t.name, (t.delay_ms or 0) * 1000) for t in retry_tiers(settings))
         self.tier_delay_us = dict(tiers)
         self.limits = Limits(
-            settings.dispatch_concurrency, settings.tenant_concurrency, settings.tenant_rate_per_s
+            settings.dispatch_concurrency,
+            settings.tenant_concurrency,
+            settings.tenant_rate_per_s,
+            settings.host_concurrency,
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
@@ -105,7 +111,7 @@ class DispatcherTopology(Topology):
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         for completion in self.executor.drain():
-            self.limits.release(completion.tenant)
+            self.limits.release(completion.tenant, completion.host)
             if completion.outcome is not None:
                 self._completed[completion.partition].append(completion)
         out = ContextOutput(ctx)
@@ -120,6 +126,14 @@ class DispatcherTopology(Topology):
         self.executor.cancel_partition(ctx.partition)
         self._completed.pop(ctx.partition, None)
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, ctx.now_us())
+
+    def on_stopped(self, partition: int) -> None:
+        """The partition moved away or is being rebuilt: its attempts must not go on here (the
+        next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
+        cancelled = self.executor.cancel_partition(partition)
+        self._completed.pop(partition, None)
+        if cancelled:
+            log.info("partition %d stopped: aborted %d attempts in flight", partition, cancelled)
 
     def close(self) -> None:
         """Close the targets and stop the delivery loop."""
@@ -139,10 +153,11 @@ class DispatcherTopology(Topology):
     def _start(self, ctx: TaskContext, start: Start) -> None:
         config = start.target
         if isinstance(config, HttpConfig):
-            self.executor.submit(start.partition, start.tenant, start.delivery, self.http, config)
+            self.executor.submit(start.partition, start.tenant, start.delivery, self.http, config,
+                                 start.host)  # fmt: skip
         elif isinstance(config, SqsConfig):
             self.executor.submit(start.partition, start.tenant, start.delivery, self._sqs_target(),
-                                 config)  # fmt: skip
+                                 config, start.host)  # fmt: skip
         elif isinstance(config, KafkaConfig):
             topic, key, value, headers = kafka_record(start.delivery, config)
             ctx.produce(topic, key, value, None, list(headers))
@@ -153,7 +168,7 @@ class DispatcherTopology(Topology):
 
     def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
         """An attempt that ended as it started (Kafka, refused)."""
-        self.limits.release(start.tenant)
+        self.limits.release(start.tenant, start.host)
         d = start.delivery
         self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, d.run_id, d.attempt,
                               outcome, ctx.now_us())  # fmt: skip

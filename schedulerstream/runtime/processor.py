@@ -287,6 +287,7 @@ class Processor:
     def _rebuild(self, tasks: list[Task]) -> None:
         consumer = self._require_consumer()
         for task in tasks:
+            self._stopped(task)
             task.suspend()
             self._forget_held(task.partition)  # the restore seeks and resumes every input
             consumer.pause(self._input_tps(task.partition))
@@ -501,7 +502,12 @@ class Processor:
         self._forget_held(partition)
         if self._restorer is not None:
             self._restorer.stop(task)
+        self._stopped(task)
         task.close()
+
+    def _stopped(self, task: Task) -> None:
+        if task.state is TaskState.RUNNING:
+            self.topology.on_stopped(task.partition)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._eager:

@@ -55,3 +55,9 @@ class Topology(Protocol):
 
     def on_running(self, ctx: TaskContext) -> None:
         """Called once the task has restored and before its first record."""
+        return None
+
+    def on_stopped(self, partition: int) -> None:
+        """The task of ``partition`` stopped running (revoked, lost, closed, or suspended to
+        rebuild from its changelog): stop anything it started outside the runtime."""
+        return None

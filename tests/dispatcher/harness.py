@@ -104,9 +104,10 @@ class Harness:
     """One partition of dispatcher logic; starts are recorded, outcomes fed back by hand."""
 
     def __init__(self, concurrency: int = 100, tenant_concurrency: int = 100,
-                 rate: float = 10_000.0, **kwargs: Any) -> None:  # fmt: skip
+                 rate: float = 10_000.0, host_concurrency: int = 10_000,
+                 **kwargs: Any) -> None:  # fmt: skip
         self.clock = ManualClock(T0)
-        self.limits = Limits(concurrency, tenant_concurrency, rate)
+        self.limits = Limits(concurrency, tenant_concurrency, rate, host_concurrency)
         self.logic = DispatchLogic(CODEC, Topics("attempts", TIERS), self.limits, "t", **kwargs)
         self.store = MemoryStore()
         self.records: list[tuple[str, bytes, dict[str, Any], int]] = []
@@ -139,13 +140,14 @@ class Harness:
 
     def finish(self, rid: str, outcome: Outcome = OK, attempt: int | None = None) -> bool:
         start = self.in_flight.pop(rid)
-        self.limits.release(start.tenant)
+        self.limits.release(start.tenant, start.host)
         n = start.delivery.attempt if attempt is None else attempt
         return self.logic.on_outcome(self.store, self, 0, rid, n, outcome, self.now)
 
     def restart(self) -> None:
         """A new process: fresh limits and logic over the same committed store."""
-        self.limits = Limits(self.limits.concurrency, self.limits.tenant_concurrency, 10_000.0)
+        self.limits = Limits(self.limits.concurrency, self.limits.tenant_concurrency, 10_000.0,
+                             self.limits.host_concurrency)  # fmt: skip
         self.logic = DispatchLogic(CODEC, Topics("attempts", TIERS), self.limits, "t")
         self.in_flight.clear()
         self.logic.on_running(self.store, self, 0, self.now)
@@ -159,7 +161,7 @@ class Harness:
                 self.cancelled.append(action)
                 start = self.in_flight.pop(action.run_id, None)
                 if start is not None:
-                    self.limits.release(start.tenant)
+                    self.limits.release(start.tenant, start.host)
 
     def events(self, rid: str | None = None) -> list[tuple[str, int]]:
         """(kind, attempt) of the attempts-topic records, for one run or all."""

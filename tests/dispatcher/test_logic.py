@@ -108,6 +108,30 @@ def test_process_and_tenant_concurrency_limits() -> None:
     assert [s.tenant for s in h.tick()] == ["a"]
 
 
+def test_host_concurrency_caps_attempts_per_target_host_across_tenants() -> None:
+    h = Harness(host_concurrency=2)
+    slow = {"target": {"type": "http", "url": "https://slow.example.com:8443/hook"}}
+    for i in range(3):
+        h.run(run_triggered(i, tenant="a", job_id="s", **slow))
+        h.run(run_triggered(i, tenant="b", job_id="s", **slow))
+    h.run(run_triggered(0, tenant="c"))  # another host (example.com) is not held up
+    started = h.tick()
+    hosts = [s.host for s in started]
+    assert hosts.count("slow.example.com:8443") == 2 and hosts.count("example.com") == 1
+    assert h.tick() == []
+    h.finish(started[0].delivery.run_id)
+    [again] = h.tick()
+    assert again.host == "slow.example.com:8443"
+    assert h.limits.by_host["slow.example.com:8443"] == 2
+
+
+def test_kafka_targets_hold_no_host_slot() -> None:
+    h = Harness(host_concurrency=1)
+    for i in range(3):
+        h.run(run_triggered(i, target={"type": "kafka", "topic": "out"}))
+    assert [s.host for s in h.tick()] == [None, None, None]
+
+
 def test_tenant_rate_is_a_token_bucket() -> None:
     h = Harness(rate=2.0)
     for i in range(6):

@@ -42,6 +42,7 @@ class CounterTopology(Topology):
         self.delay_s = delay_ms / 1000
         self.punctuations = 0
         self.running: list[int] = []
+        self.stopped: list[int] = []
         self.metrics: dict[str, float] = {}  # the processor's, for the "life" header
 
     @property
@@ -95,6 +96,9 @@ class CounterTopology(Topology):
 
     def on_running(self, ctx: TaskContext) -> None:
         self.running.append(ctx.partition)
+
+    def on_stopped(self, partition: int) -> None:
+        self.stopped.append(partition)
 
 
 def main() -> int:

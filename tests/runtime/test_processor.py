@@ -61,15 +61,17 @@ def test_commit_makes_output_state_and_offsets_atomic(counter_settings: Settings
 
 def test_abort_drops_the_overlay_and_reprocesses(counter_settings: Settings) -> None:
     s = counter_settings
-    proc, _ = make(s)
+    proc, topology = make(s)
     try:
         drive([proc], lambda: all_running(proc))
+        assert topology.stopped == []
         produce(s, "in", keyed(8, 3))
         # process without committing, then fail the transaction
         proc._next_commit = float("inf")
         drive([proc], lambda: proc.metrics["records_processed"] == 24)
         assert any(t.require_store().has_pending() for t in proc.tasks.values())
         proc._recover(TransactionFailed(Failure.ABORTABLE, "test abort"))
+        assert sorted(topology.stopped) == [0, 1, 2, 3]  # each rebuilt task was told it stopped
         assert all(not t.require_store().has_pending() for t in proc.tasks.values())
         assert counts(s) == []
         proc._next_commit = 0.0
@@ -78,6 +80,7 @@ def test_abort_drops_the_overlay_and_reprocesses(counter_settings: Settings) -> 
         assert proc.metrics["aborts"] == 1
     finally:
         proc.close()
+    assert sorted(topology.stopped) == [0, 0, 1, 1, 2, 2, 3, 3]  # and again when closed
 
 
 def test_fatal_error_recreates_the_producer(counter_settings: Settings) -> None:
