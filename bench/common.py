@@ -1,14 +1,21 @@
-"""Shared bench plumbing: a dedicated local broker, fresh topic sets, percentiles."""
+"""Shared bench plumbing: a dedicated local broker, fresh topic sets, percentiles, and the
+clean-up of every process a bench started (also on failure, SIGTERM or Ctrl-C)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sys
 import time
 import uuid
 from pathlib import Path
+from types import FrameType
 
-from schedulerstream.kafka import topics
-from schedulerstream.kafka.broker import LocalBroker
+from confluent_kafka.admin import AdminClient
+
+from schedulerstream.kafka import clients, topics
+from schedulerstream.kafka.broker import LocalBroker, broker_answers
 from schedulerstream.settings import Settings, load_settings
 
 BENCH_BOOTSTRAP = "127.0.0.1:39292"
@@ -19,10 +26,21 @@ def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def bench_broker() -> Settings:
-    """Settings for the bench broker (started here if nothing answers)."""
-    settings = load_settings(bootstrap_servers=BENCH_BOOTSTRAP, data_dir=RESULTS / "broker")
-    progress(LocalBroker(settings).up(timeout=120))
+def bench_settings() -> Settings:
+    return load_settings(bootstrap_servers=BENCH_BOOTSTRAP, data_dir=RESULTS / "broker")
+
+
+def bench_broker(wipe: bool = False) -> Settings:
+    """Settings for the bench broker (started here if nothing answers).
+
+    ``wipe``: when no broker answers, start from an empty data dir (topics left by earlier runs
+    make the broker start and run slower)."""
+    settings = bench_settings()
+    idle = not broker_answers(BENCH_BOOTSTRAP) and LocalBroker(settings).recorded_pid() is None
+    if wipe and idle:
+        shutil.rmtree(RESULTS / "broker", ignore_errors=True)
+        shutil.rmtree(RESULTS / "state", ignore_errors=True)
+    progress(LocalBroker(settings).up(timeout=180))
     return settings
 
 
@@ -45,6 +63,24 @@ def fresh(
     return settings
 
 
+def drop_topics(settings: Settings) -> None:
+    """Delete every topic of ``settings.topic_prefix`` and its local state (best effort)."""
+    try:
+        admin = AdminClient(clients.base_config(settings))
+        names = [
+            n for n in admin.list_topics(timeout=10).topics if n.startswith(settings.topic_prefix)
+        ]
+        if names:
+            for future in admin.delete_topics(names, operation_timeout=30).values():
+                try:
+                    future.result()
+                except Exception as exc:  # clean-up only
+                    progress(f"could not delete a topic: {exc}")
+    except Exception as exc:  # clean-up only
+        progress(f"could not delete topics of {settings.topic_prefix}: {exc}")
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -60,3 +96,74 @@ def dir_bytes(path: Path) -> int:
 def log_bytes(path: Path) -> int:
     """Bytes of a Kafka partition directory's segment files (indexes are preallocated)."""
     return sum(p.stat().st_size for p in path.glob("*.log"))
+
+
+# -- process clean-up -------------------------------------------------------------------------
+
+
+def children() -> list[int]:
+    """Pids of this process's live child processes (from /proc)."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _signal_tree(pid: int, sig: signal.Signals) -> None:
+    """``sig`` to ``pid``'s process group when it leads one (started with a new session),
+    else to ``pid`` alone."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_children(keep: set[int] | None = None, timeout: float = 20.0) -> int:
+    """SIGTERM every child this process started (except ``keep``), SIGKILL what is left after
+    ``timeout``; returns how many there were."""
+    pids = [p for p in children() if p not in (keep or set())]
+    for pid in pids:
+        _signal_tree(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        if _alive(pid):
+            _signal_tree(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def install_interrupt_handlers() -> None:
+    """SIGTERM and SIGHUP interrupt the bench like Ctrl-C does, so ``finally`` blocks run."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
