@@ -35,7 +35,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_scheduler import publish, wait_ingested
-from bench.common import RESULTS, bench_broker, fresh, percentile, progress
+from bench.common import (
+    RESULTS,
+    CpuMeter,
+    bench_broker,
+    fresh,
+    percentile,
+    progress,
+    start_profile,
+    summarize_profile,
+)
 from bench.stack import Arrival, Receiver, Stack, delete_jobs, http_job
 from schedulerstream.settings import Settings
 
@@ -164,10 +173,35 @@ def _start_second(lead_s: float = 2.0) -> int:
     return math.ceil(_now_s() + lead_s)
 
 
+def _profile(stack: Stack, seconds: float) -> dict[str, Any]:
+    """py-spy of the scheduler and the dispatcher for ``seconds`` while the load goes on."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    spies = {}
+    for name, proc in stack.procs.items():
+        assert proc.process is not None
+        out = RESULTS / "profiles" / f"e2e-{name}-{stamp}.txt"
+        spy = start_profile(proc.process.pid, seconds, out)
+        if spy is not None:
+            spies[name] = (spy, out)
+    progress(f"profiling {', '.join(spies)} for {seconds:.0f} s under the sustained load")
+    found = {}
+    for name, (spy, out) in spies.items():
+        spy.wait(seconds + 60)
+        if out.exists():
+            found[name] = {"file": str(out), **summarize_profile(out)}
+    return found
+
+
 def rate_search(
-    base: Settings, log_dir: Path, quick: bool, period: int = 10, tenants: int = 8
+    base: Settings,
+    log_dir: Path,
+    quick: bool,
+    period: int = 10,
+    tenants: int = 8,
+    profile_s: float = 0.0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(figures, detail) of the rate search and the sustained run."""
+    """(figures, detail) of the rate search and the sustained run; with ``profile_s``, py-spy
+    profiles of both processes taken after it, under the same load."""
     probe_s, sustain_s, start = (10, 60, 250.0) if quick else (20, 180, 100.0)
     factor = 2.0 if quick else 1.5
     settings = fresh(base)
@@ -216,7 +250,11 @@ def rate_search(
             load.set_rate(best)
             load.settle(30)
             begin = _start_second()
+            while _now_s() < begin:
+                time.sleep(0.01)
+            meter = CpuMeter(stack.pids()).start()
             result = load.observe(begin, begin + sustain_s, early_stop=False)
+            result["cpu_cores"] = meter.stop()
             result["kind"] = "sustained"
             tried.append(result)
             progress(_summary(result))
@@ -231,6 +269,8 @@ def rate_search(
             if result["ok"] or attempt == 1:
                 break
             best = round(best * 0.75, -1)  # the sustained run failed: one step down, once
+        if profile_s:
+            detail["profiles"] = _profile(stack, profile_s)
         figures = {
             "e2e_rate_per_s": result["rate_per_s"],
             "e2e_lateness_p50_ms": result["p50_ms"],
@@ -250,6 +290,7 @@ def rate_search(
             "e2e_cron_period_s": period,
             "e2e_tenants": tenants,
             "e2e_duplicate_deliveries": receiver.requests - len(receiver.first),
+            "e2e_cpu_cores": result["cpu_cores"],
         }
         return figures, {"steps": tried, **detail}
     finally:
@@ -332,13 +373,14 @@ def main() -> None:
     parser.add_argument("--burst-jobs", type=int, default=None)
     parser.add_argument("--skip-rate", action="store_true")
     parser.add_argument("--skip-burst", action="store_true")
+    parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds (0: none)")
     args = parser.parse_args()
     base = bench_broker()
     log_dir = RESULTS / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}
     if not args.skip_rate:
-        figures.update(rate_search(base, log_dir, args.quick)[0])
+        figures.update(rate_search(base, log_dir, args.quick, profile_s=args.profile)[0])
     if not args.skip_burst:
         big = args.burst_jobs or (20_000 if args.quick else 100_000)
         figures.update(burst(base, log_dir, big, 100, big < 100_000)[0])

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 
@@ -42,6 +44,11 @@ def bench_broker(wipe: bool = False) -> Settings:
         shutil.rmtree(RESULTS / "state", ignore_errors=True)
     progress(LocalBroker(settings).up(timeout=180))
     return settings
+
+
+def broker_pid() -> int | None:
+    """The bench broker's pid when this data dir started it (None for a foreign broker)."""
+    return LocalBroker(bench_settings()).recorded_pid()
 
 
 def fresh(
@@ -167,3 +174,117 @@ def install_interrupt_handlers() -> None:
     """SIGTERM and SIGHUP interrupt the bench like Ctrl-C does, so ``finally`` blocks run."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+
+
+# -- profiling --------------------------------------------------------------------------------
+
+
+def start_profile(
+    pid: int, seconds: float, out: Path, rate: int = 200, gil: bool = False
+) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` of ``pid`` for ``seconds`` into ``out`` as collapsed stacks, one root
+    per thread; idle (waiting) threads are not sampled, and with ``gil`` only the thread that
+    holds the GIL is. None when py-spy is not installed."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        progress("py-spy is not installed (pip install py-spy): no profile")
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(round(seconds)),
+        "--rate",
+        str(rate),
+        "--format",
+        "raw",
+        "--threads",
+        "--output",
+        str(out),
+    ]
+    if gil:
+        command.append("--gil")
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def summarize_profile(path: Path, top: int = 25) -> dict[str, object]:
+    """Self and inclusive sample shares per function of a collapsed-stack file, per thread."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        threads[frames[0]] += count
+        names = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0] + ")"
+                 if " (" in f else f for f in frames[1:]]  # fmt: skip
+        if names:
+            own[names[-1]] += count
+        for name in set(names):
+            inclusive[name] += count
+
+    def share(counter: Counter[str]) -> list[tuple[str, float]]:
+        return [(n, round(100 * c / total, 1)) for n, c in counter.most_common(top)]
+
+    return {"samples": total, "threads": share(threads), "self_pct": share(own),
+            "inclusive_pct": share(inclusive)}  # fmt: skip
+
+
+# -- CPU accounting ---------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by ``pid`` (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / _TICK, sum(values) / _TICK
+
+
+class CpuMeter:
+    """CPU cores used by named processes (and the whole machine) between ``start`` and ``stop``."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._start: dict[str, float] = {}
+        self._machine = (0.0, 0.0)
+        self._at = 0.0
+
+    def start(self) -> CpuMeter:
+        self._start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self._machine = machine_busy()
+        self._at = time.monotonic()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        elapsed = time.monotonic() - self._at
+        used = {
+            name: round((cpu_seconds(pid) - self._start[name]) / elapsed, 3)
+            for name, pid in self.pids.items()
+        }
+        busy, total = machine_busy()
+        cores = os.cpu_count() or 1
+        used["machine_busy_cores"] = round(
+            (busy - self._machine[0]) / max(1e-9, total - self._machine[1]) * cores, 3
+        )
+        used["machine_cores"] = cores
+        return used

@@ -22,7 +22,7 @@ from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import drop_topics, progress
+from bench.common import broker_pid, drop_topics, progress
 from tests.support.procs import ProcessorProcess
 
 RECEIVER = Path(__file__).resolve().parent / "receiver.py"
@@ -176,6 +176,16 @@ class Stack:
             self.receiver.stop()
         if drop:
             drop_topics(self.settings)
+
+    def pids(self) -> dict[str, int]:
+        """Pids of the broker (when the bench started it), the receiver and the processors."""
+        found = {name: proc.process.pid for name, proc in self.procs.items() if proc.process}
+        if self.receiver is not None and self.receiver.process is not None:
+            found["receiver"] = self.receiver.process.pid
+        broker = broker_pid()
+        if broker is not None:
+            found["broker"] = broker
+        return found
 
     def check_alive(self) -> None:
         for proc in self.procs.values():

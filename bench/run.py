@@ -1,0 +1,272 @@
+"""Every bench of schedulerstream in one run, each figure next to its baseline from the same run:
+
+    .venv/bin/python bench/run.py --quick --json     (under 15 minutes on 2 cores, broker included)
+    .venv/bin/python bench/run.py --json             (full: 1M jobs, longer windows, report + plots)
+
+Phases (``--only``/``--skip`` take their names): ``cron`` (bench_cron: our next-instant vs
+croniter), ``http`` (bench_http: HttpTarget vs a raw aiohttp loop), ``passthrough`` (bench_
+passthrough: raw transactional consume→produce), ``dispatch`` (bench_dispatch: one dispatcher
+draining pre-produced runs vs a raw aiohttp client at the same concurrency), ``e2e`` (bench_e2e:
+rate search and a sustained run, scheduler + dispatcher to a real receiver), ``burst``
+(bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
+instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, state bytes per
+job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full).
+
+The broker (127.0.0.1:39292, data in bench/results/broker) is started here when nothing answers
+(from an empty data dir) and stopped at the end; every process a phase started is stopped even
+on failure, SIGTERM or Ctrl-C. Progress goes to stderr. The last stdout line is one JSON object
+(``--json``; otherwise a readable summary comes first). The full detail (samples, steps,
+profiles) goes to bench/results/run-<stamp>.json; full mode (or ``--report``) also writes
+bench/results/report-<stamp>.md and PNG plots beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_cron, bench_dispatch, bench_e2e, bench_http, bench_passthrough
+from bench import bench_scheduler as sched
+from bench.common import (
+    BENCH_BOOTSTRAP,
+    RESULTS,
+    bench_broker,
+    bench_settings,
+    broker_pid,
+    drop_topics,
+    fresh,
+    install_interrupt_handlers,
+    progress,
+    stop_children,
+)
+from schedulerstream.kafka.broker import LocalBroker, broker_answers
+from schedulerstream.settings import Settings
+
+PHASES = ("cron", "http", "passthrough", "dispatch", "e2e", "burst", "scheduler")
+REQUIRED = (
+    "scheduler_runs_per_s", "passthrough_per_s", "scheduler_vs_passthrough",
+    "e2e_rate_per_s", "e2e_lateness_p50_ms", "e2e_lateness_p99_ms", "e2e_lateness_p999_ms",
+    "burst_jobs", "burst_drain_s", "burst_small_tenant_p99_ms",
+    "state_bytes_per_job", "restore_jobs_per_s", "takeover_s",
+    "dispatch_per_s", "raw_http_per_s", "dispatch_vs_raw_http",
+    "cron_next_per_s", "croniter_next_per_s", "cron_vs_croniter",
+)  # fmt: skip
+
+
+class Run:
+    """One bench run: its options, the figures and the detail gathered by the phases."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.quick: bool = args.quick
+        self.figures: dict[str, Any] = {}
+        self.detail: dict[str, Any] = {}
+        self.phase_s: dict[str, float] = {}
+        self.errors: dict[str, str] = {}
+        self.stamp = time.strftime("%Y%m%dT%H%M%S")
+        self.log_dir = RESULTS / "logs" / self.stamp
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.base: Settings | None = None
+
+    # -- phases ---------------------------------------------------------------------------
+    def cron(self) -> None:
+        self.figures.update(bench_cron.measure(2.0 if self.quick else 12.0))
+
+    def http(self) -> None:
+        found = bench_http.measure(2.0 if self.quick else 12.0)
+        # its raw loop (50 workers, one static body) is not the dispatch phase's baseline
+        found["target_raw_http_per_s"] = found.pop("raw_http_per_s")
+        self.figures.update(found)
+
+    def passthrough(self) -> None:
+        assert self.base is not None
+        records = self.args.passthrough_records or (100_000 if self.quick else 200_000)
+        settings = fresh(self.base, apply=False)
+        try:
+            raw = bench_passthrough.measure(settings, records)
+        finally:
+            drop_topics(settings)
+        self.figures["passthrough_per_s"] = raw["records_per_s"]
+        self.figures["passthrough_records"] = records
+        self._ratio("scheduler_vs_passthrough", "scheduler_runs_per_s", "passthrough_per_s")
+
+    def dispatch(self) -> None:
+        assert self.base is not None
+        runs = self.args.dispatch_runs or (10_000 if self.quick else 50_000)
+        found = bench_dispatch.measure(self.base, self.log_dir, runs, profile=self.args.profile)
+        profile = found.pop("dispatch_profile", None)
+        if profile is not None:
+            self.detail["dispatch_profile"] = profile
+        self.figures.update(found)
+
+    def e2e(self) -> None:
+        assert self.base is not None
+        profile = self.args.profile or (0.0 if self.quick else 20.0)
+        figures, detail = bench_e2e.rate_search(
+            self.base, self.log_dir, self.quick, profile_s=profile
+        )
+        self.figures.update(figures)
+        self.detail["e2e"] = detail
+
+    def burst(self) -> None:
+        assert self.base is not None
+        big = self.args.burst_jobs or (20_000 if self.quick else 100_000)
+        figures, detail = bench_e2e.burst(self.base, self.log_dir, big, 100, big < 100_000)
+        self.figures.update(figures)
+        self.detail["burst"] = detail
+
+    def scheduler(self) -> None:
+        assert self.base is not None
+        jobs = self.args.jobs or (100_000 if self.quick else 1_000_000)
+        progress(f"scheduler: burst of {jobs} + 100 jobs without the burst lead")
+        found, settings, proc = sched.burst(self.base, jobs, 100, self.log_dir, burst_lead_ms=0)
+        try:
+            self.figures["scheduler_runs_per_s"] = found.pop("scheduler_runs_per_s")
+            self.figures.update({f"scheduler_{k}": v for k, v in found.items()})
+            self._ratio("scheduler_vs_passthrough", "scheduler_runs_per_s", "passthrough_per_s")
+            progress("scheduler: state size, warm restart, cold restore, takeover")
+            self.figures.update(
+                sched.state_and_restore(
+                    settings, proc, jobs + 100, self.log_dir, RESULTS / "broker"
+                )
+            )
+            self.figures["state_jobs"] = jobs + 100
+        finally:
+            if proc.alive():
+                proc.stop()
+            stop_children(keep=_keep())
+            drop_topics(settings)
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _ratio(self, name: str, numerator: str, denominator: str) -> None:
+        top, bottom = self.figures.get(numerator), self.figures.get(denominator)
+        if top and bottom:
+            self.figures[name] = round(top / bottom, 3)
+
+    def run_phase(self, name: str, body: Callable[[], None]) -> None:
+        progress(f"== {name}")
+        started = time.monotonic()
+        try:
+            body()
+        except KeyboardInterrupt:
+            self.errors[name] = "interrupted"
+            raise
+        except Exception as exc:
+            self.errors[name] = f"{type(exc).__name__}: {str(exc)[:500]}"
+            progress(f"{name} failed:\n{traceback.format_exc()}")
+            stop_children(keep=_keep())
+        finally:
+            self.phase_s[name] = round(time.monotonic() - started, 1)
+            progress(f"== {name} took {self.phase_s[name]:.0f} s")
+
+
+def _keep() -> set[int]:
+    """Children that survive a phase's clean-up: the broker."""
+    pid = broker_pid()
+    return {pid} if pid is not None else set()
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+            cwd=Path(__file__).resolve().parents[1],
+        ).stdout.strip()  # fmt: skip
+    except OSError:
+        return "?"
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the short run (under 15 minutes)")
+    parser.add_argument("--json", action="store_true", help="only JSON on stdout (last line)")
+    parser.add_argument("--only", default="", help=f"comma-separated phases of {PHASES}")
+    parser.add_argument("--skip", default="", help="comma-separated phases to leave out")
+    parser.add_argument("--report", action="store_true", help="Markdown report and plots")
+    parser.add_argument("--keep-broker", action="store_true", help="leave the broker running")
+    parser.add_argument(
+        "--profile", type=float, default=0.0, help="py-spy seconds (dispatch, e2e; full: 20 s)"
+    )
+    parser.add_argument("--jobs", type=int, default=0, help="scheduler phase jobs")
+    parser.add_argument("--burst-jobs", type=int, default=0)
+    parser.add_argument("--dispatch-runs", type=int, default=0)
+    parser.add_argument("--passthrough-records", type=int, default=0)
+    args = parser.parse_args()
+    chosen = [p for p in (args.only.split(",") if args.only else PHASES) if p]
+    chosen = [p for p in chosen if p not in args.skip.split(",")]
+    unknown = set(chosen) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
+    install_interrupt_handlers()
+    run = Run(args)
+    started = time.monotonic()
+    ours = not broker_answers(BENCH_BOOTSTRAP)
+    run.figures["mode"] = "quick" if args.quick else "full"
+    progress(f"bench run {run.stamp} ({run.figures['mode']}): {', '.join(chosen)}")
+    interrupted = False
+    try:
+        run.base = bench_broker(wipe=ours)
+        for phase in PHASES:
+            if phase in chosen:
+                run.run_phase(phase, getattr(run, phase))
+    except KeyboardInterrupt:
+        interrupted = True
+        progress("interrupted: stopping every process of this run")
+    except Exception as exc:
+        run.errors["setup"] = f"{type(exc).__name__}: {exc}"
+        progress(f"set-up failed:\n{traceback.format_exc()}")
+    finally:
+        stopped = stop_children(keep=_keep())
+        if stopped:
+            progress(f"stopped {stopped} leftover process(es)")
+        if ours and not args.keep_broker:
+            progress(LocalBroker(bench_settings()).down())
+    run.figures["bench_wall_s"] = round(time.monotonic() - started, 1)
+    run.figures["phase_s"] = run.phase_s
+    run.figures["commit"] = _git_commit()
+    run.figures["machine"] = _machine()
+    missing = [k for k in REQUIRED if run.figures.get(k) is None]
+    if missing:
+        run.figures["missing_keys"] = missing
+    if run.errors:
+        run.figures["errors"] = run.errors
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    detail_path = RESULTS / f"run-{run.stamp}.json"
+    detail_path.write_text(json.dumps({"figures": run.figures, "detail": run.detail}))
+    progress(f"detail in {detail_path}")
+    if (args.report or not args.quick) and not interrupted:
+        try:
+            from bench import report
+
+            progress(f"report in {report.write(run.figures, run.detail, run.stamp, sys.argv)}")
+        except Exception:
+            progress(f"the report failed:\n{traceback.format_exc()}")
+    if not args.json:
+        for key, value in run.figures.items():
+            if not isinstance(value, dict | list):
+                print(f"{key:36} {value}")
+    print(json.dumps(run.figures))
+    return 1 if run.errors or interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
