@@ -34,6 +34,10 @@ class BrokerError(SchedulerStreamError):
     """The local Kafka broker could not be fetched, started, stopped or reached."""
 
 
+class ConnectError(SchedulerStreamError):
+    """The Kafka Connect worker could not be fetched, started or reached, or a connector failed."""
+
+
 class TopologyError(SchedulerStreamError):
     """Topics on the cluster disagree with the declared topology."""
 
