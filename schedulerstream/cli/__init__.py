@@ -8,6 +8,7 @@ import click
 
 from schedulerstream.cli import (
     api_cmd,
+    connect_cmd,
     cron_cmd,
     dev_cmd,
     jobs_cmd,
@@ -40,6 +41,7 @@ def main() -> None:
 
 main.add_command(cron_cmd.cron)
 main.add_command(kafka_cmd.kafka)
+main.add_command(connect_cmd.connect)
 main.add_command(topics_cmd.topics)
 main.add_command(schedules_cmd.schedules)
 main.add_command(runs_cmd.runs)
