@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import FencedError, StateError
 from schedulerstream.kafka import clients
+from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
 from schedulerstream.runtime.context import TaskContext, rejected_output
 from schedulerstream.runtime.task import Task, TaskState
@@ -234,12 +235,16 @@ class Processor:
             ]
             metadata = self._require_consumer().consumer_group_metadata()
             self._txn.send_offsets(offsets, metadata)  # (2)
+            faults.reached("before-commit")
+            faults.reached("during-commit")
             self._txn.commit()  # (3)
         except (KafkaException, TransactionFailed) as exc:
             self._recover(classify(exc))
             return False
+        faults.reached("before-local")
         for task in running:  # (4)
             self._write_local(task)
+        faults.reached("after-local")
         self._dirty = False
         self.metrics["commits"] += 1
         return True

@@ -1,0 +1,220 @@
+"""Shared pieces of the fault matrix: processes with extra environment, job loads, and the one
+check every case ends with (no instant lost, one run id per instant, duplicates, lateness)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schedulerstream.codec import default_codec
+from schedulerstream.model import JobDefinition
+from schedulerstream.settings import Settings
+from tests.support.procs import ProcessorProcess, settings_env
+from tests.support.runs import RunsSeen, gaps, read_events, read_runs
+
+SECOND = 1_000_000
+CODEC = default_codec()
+REPORT_ENV = "SS_FAULT_REPORT"  # a file: each case appends one JSON line with its figures
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def next_second_us(offset_s: int = 1) -> int:
+    return (now_us() // SECOND + offset_s) * SECOND
+
+
+class FaultProcess(ProcessorProcess):
+    """A processor process with extra (non-settings) environment, e.g. ``SS_FAULT_KILL_AT``,
+    and an optional ``preexec`` hook; ``since_start`` counts log lines of this start only."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        component: str,
+        instance: str,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+        **overrides: object,
+    ) -> None:
+        super().__init__(settings, component, instance, log_dir, **overrides)
+        self.extra_env = dict(env or {})
+        self.preexec = preexec
+        self.log_offset = 0
+
+    def start(self) -> FaultProcess:
+        env = settings_env(self.settings, instance_id=self.instance, **self.overrides)
+        env.update(self.extra_env)
+        self.log_offset = len(self.log())
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "schedulerstream.cli", self.component],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self.preexec,
+            )
+        return self
+
+    def this_log(self) -> str:
+        return self.log()[self.log_offset :]
+
+    def wait_running(self, partitions: int, timeout: float = 120.0) -> None:
+        """Wait until this start has every one of ``partitions`` tasks running."""
+        wait_until(
+            lambda: self.this_log().count(" running: restored") >= partitions,
+            timeout,
+            f"{self.component}-{self.instance}: {partitions} tasks running",
+            alive=self,
+        )
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.component}-{self.instance} still running after {timeout:g}s:\n"
+                f"{self.this_log()[-3000:]}"
+            ) from None
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    every: float = 0.25,
+    alive: ProcessorProcess | None = None,
+) -> Any:
+    """Poll ``predicate`` until it returns something true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = predicate()
+        if found:
+            return found
+        if alive is not None and not alive.alive():
+            raise AssertionError(f"{what}: the process exited:\n{alive.log()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(every)
+
+
+def every_second_jobs(count: int, tenant: str = "load", **extra: Any) -> list[JobDefinition]:
+    return [
+        JobDefinition.model_validate(
+            {
+                "tenant": tenant,
+                "job_id": f"job-{i}",
+                "schedule": {"every": 1},
+                "target": {"type": "kafka", "topic": "out"},
+                **extra,
+            }
+        )
+        for i in range(count)
+    ]
+
+
+@dataclass
+class Lateness:
+    """How late runs became visible: ``emitted_at - not_before`` (negative: ahead of time)."""
+
+    values_ms: list[float] = field(default_factory=list)
+
+    def add(self, us: int) -> None:
+        self.values_ms.append(us / 1000)
+
+    def summary(self) -> dict[str, float]:
+        if not self.values_ms:
+            return {"n": 0}
+        ordered = sorted(self.values_ms)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        return {
+            "n": len(ordered),
+            "median_ms": round(statistics.median(ordered), 1),
+            "p99_ms": round(p99, 1),
+            "max_ms": round(ordered[-1], 1),
+            "late_over_1s": sum(1 for v in ordered if v > 1000),
+        }
+
+
+def check_every_instant_once(
+    settings: Settings,
+    jobs: int,
+    since_us: int,
+    until_us: int,
+    interval_us: int = SECOND,
+    seen: RunsSeen | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """Each job has each instant of ``[since, until]`` exactly once among the committed runs,
+    under one run id per (job, instant); return the figures (runs, duplicates, lateness)."""
+    seen = seen or read_runs(settings)
+    triggered = [r for r in seen.triggered if tenant is None or r["tenant"] == tenant]
+    ids = Counter(r["run_id"] for r in triggered)
+    duplicates = {k: n for k, n in ids.items() if n > 1}
+    ids_per_instant: dict[tuple[str, int], set[str]] = {}
+    lateness = Lateness()
+    by_job: dict[str, list[int]] = {}
+    for r in triggered:
+        job = f"{r['tenant']}/{r['job_id']}"
+        by_job.setdefault(job, []).append(r["scheduled_at_us"])
+        ids_per_instant.setdefault((job, r["scheduled_at_us"]), set()).add(r["run_id"])
+        if since_us <= r["scheduled_at_us"] <= until_us:
+            lateness.add(r["emitted_at_us"] - r["not_before_us"])
+    figures: dict[str, Any] = {
+        "runs": len(triggered),
+        "duplicates": sum(n - 1 for n in duplicates.values()),
+        "lateness": lateness.summary(),
+    }
+    assert duplicates == {}, f"duplicate committed runs {list(duplicates.items())[:5]}; {figures}"
+    several = {k: v for k, v in ids_per_instant.items() if len(v) > 1}
+    assert several == {}, f"several run ids for one instant: {list(several.items())[:3]}"
+    assert len(by_job) == jobs, f"{len(by_job)} jobs have runs, expected {jobs}; {figures}"
+    expected = (until_us - since_us) // interval_us + 1
+    for key, instants in sorted(by_job.items()):
+        window = sorted(t for t in instants if since_us <= t <= until_us)
+        assert gaps(window, interval_us) == [], f"{key}: gaps {gaps(window, interval_us)[:3]}"
+        assert len(window) == expected, (
+            f"{key}: {len(window)} instants in the window, expected {expected}; {figures}"
+        )
+    return figures
+
+
+def attempt_events(settings: Settings, idle_timeout: float = 2.0) -> list[dict[str, Any]]:
+    """Every committed AttemptEvent, in log order per partition."""
+    return [
+        CODEC.decode_as("AttemptEvent", m.value())
+        for m in read_events(settings, "attempts", idle_timeout)
+    ]
+
+
+def rejected(settings: Settings, idle_timeout: float = 2.0) -> list[dict[str, str]]:
+    """The rejected records' ``rejected.*`` headers (decoded) plus key."""
+    found = []
+    for message in read_events(settings, "rejected", idle_timeout):
+        headers = {k: (v or b"").decode("utf-8", "replace") for k, v in message.headers() or []}
+        headers["key"] = (message.key() or b"").decode("utf-8", "replace")
+        found.append(headers)
+    return found
+
+
+def report(case: str, **figures: Any) -> None:
+    """Print the case's figures (``pytest -s``) and append them to ``$SS_FAULT_REPORT``."""
+    line = json.dumps({"case": case, **figures}, default=str)
+    print(f"\nFAULT-REPORT {line}")
+    target = os.environ.get(REPORT_ENV)
+    if target:
+        with open(target, "a") as out:
+            out.write(line + "\n")
