@@ -4,12 +4,16 @@ scheduler`` and ``schedulerstream dispatcher`` processes (launched by their CLI)
 Two measurements, each on a fresh topic set with its own processes:
 
 - ``rate``: jobs with 6-field cron expressions ``k/P * * * * *`` (a seconds field; job i has
-  offset k = i mod P, tenant i mod T) so R·P jobs give R runs every second. The search starts
-  low and doubles R with short probes (a probe fails early once more than 2 % of the runs
-  older than 3 s have not arrived), tries the midpoint between the best pass and the first
-  failure, then sustains the best rate for ``sustain_s`` and reports lateness percentiles over
-  every run scheduled in that window (a run that never arrived counts as infinitely late).
-  Changing R adds jobs or deletes them (tombstones) on the running stack.
+  offset k = i mod P, tenant i mod T) so R·P jobs give R runs every second. The search climbs
+  a ladder of short probes (fractions of the dispatcher's drain rate when bench/run.py
+  measured it first, else from a low start by half each step; a probe fails early once more
+  than 2 % of the runs older than 3 s have not arrived, and a failure is followed by a drain
+  at a low rate), tries the midpoint between the best pass and the first failure, then
+  sustains the best rate for ``sustain_s`` (one step down and again if that fails) and
+  reports lateness percentiles over every run scheduled in that window (a run that never
+  arrived counts as infinitely late). Changing R adds jobs or deletes them (tombstones) on
+  the running stack, so later steps run on a scheduler and dispatcher that have been up for
+  minutes: that is part of what is measured.
 - ``burst``: one tenant's ``big`` jobs and a small tenant's ``small`` jobs due at one instant
   (hourly ``every`` jobs phased to it, so the scheduler's burst lead applies); drain time is
   the last big-tenant arrival minus the instant, and the small tenant's lateness percentiles.
@@ -199,11 +203,23 @@ def rate_search(
     period: int = 10,
     tenants: int = 8,
     profile_s: float = 0.0,
+    hint_per_s: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(figures, detail) of the rate search and the sustained run; with ``profile_s``, py-spy
-    profiles of both processes taken after it, under the same load."""
-    probe_s, sustain_s, start = (10, 60, 250.0) if quick else (20, 180, 100.0)
-    factor = 2.0 if quick else 1.5
+    """(figures, detail) of the rate search and the sustained run.
+
+    ``hint_per_s`` (the dispatcher's drain rate measured earlier in the same run) sets the
+    ladder of probes at fractions of it; without it the probes start at 100 (250 quick) runs/s
+    and grow by half each step. After a failed probe the rate drops to half the lowest step
+    until the backlog has drained, so the next measurement does not start behind. With
+    ``profile_s``, py-spy profiles of both processes are taken after the sustained run, under
+    the same load."""
+    probe_s, sustain_s = (15, 60) if quick else (20, 180)
+    if hint_per_s:
+        ladder = [round(hint_per_s * f, -1) for f in (0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2)]
+    else:
+        first = 250.0 if quick else 100.0
+        ladder = [round(first * 1.5**k, -1) for k in range(12)]
+    floor = ladder[0] / 2
     settings = fresh(base)
     stack = Stack(settings, log_dir)
     receiver = stack.start_receiver()
@@ -212,7 +228,12 @@ def rate_search(
         stack.start()
         load = PeriodicLoad(settings, receiver, period, tenants)
 
-        def probe(rate: float) -> dict[str, Any]:
+        def drain() -> None:
+            progress(f"  draining the backlog at {floor:.0f} runs/s")
+            load.set_rate(floor)
+            load.settle(120)
+
+        def probe(rate: float) -> bool:
             progress(f"e2e probe at {rate:.0f} runs/s ({round(rate * period)} jobs)")
             t0 = time.monotonic()
             load.set_rate(rate)
@@ -223,32 +244,26 @@ def rate_search(
             tried.append(result)
             progress(_summary(result))
             if not result["ok"]:
-                load.set_rate(max(best, start / 2))
-                load.settle()
-            return result
+                drain()
+            return bool(result["ok"])
 
         best, failed = 0.0, math.inf
-        rate = start
-        while True:
-            if probe(rate)["ok"]:
-                best = rate
-                rate *= factor
-            else:
+        for rate in ladder:
+            if not probe(rate):
                 failed = rate
                 break
-            if rate > 50_000:
-                break
-        if best and not math.isinf(failed) and failed / best > 1.2:
+            best = rate
+        if best and not math.isinf(failed):
             middle = round((best + failed) / 2, -1)
-            if probe(middle)["ok"]:
+            if middle > best * 1.1 and probe(middle):
                 best = middle
         if not best:
-            best = start / 2
+            best = floor
         detail: dict[str, Any] = {}
         for attempt in range(2):
             progress(f"e2e sustained run at {best:.0f} runs/s for {sustain_s} s")
             load.set_rate(best)
-            load.settle(30)
+            load.settle(60)
             begin = _start_second()
             while _now_s() < begin:
                 time.sleep(0.01)
@@ -268,6 +283,7 @@ def rate_search(
             }
             if result["ok"] or attempt == 1:
                 break
+            drain()
             best = round(best * 0.75, -1)  # the sustained run failed: one step down, once
         if profile_s:
             detail["profiles"] = _profile(stack, profile_s)
@@ -287,6 +303,7 @@ def rate_search(
                 for r in tried
             ],
             "e2e_jobs": load.count,
+            "e2e_search_hint_per_s": hint_per_s,
             "e2e_cron_period_s": period,
             "e2e_tenants": tenants,
             "e2e_duplicate_deliveries": receiver.requests - len(receiver.first),

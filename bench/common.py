@@ -171,8 +171,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def install_interrupt_handlers() -> None:
-    """SIGTERM and SIGHUP interrupt the bench like Ctrl-C does, so ``finally`` blocks run."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    """SIGINT (also when it was inherited as ignored, as by a background job of a script),
+    SIGTERM and SIGHUP interrupt the bench like Ctrl-C does, so ``finally`` blocks run."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
 
 
@@ -287,4 +288,7 @@ class CpuMeter:
             (busy - self._machine[0]) / max(1e-9, total - self._machine[1]) * cores, 3
         )
         used["machine_cores"] = cores
+        # what the rest of the machine (other users' tests, ...) took meanwhile: noise
+        ours = sum(used[name] for name in self.pids)
+        used["others_cores"] = round(max(0.0, used["machine_busy_cores"] - ours), 3)
         return used

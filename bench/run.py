@@ -113,8 +113,9 @@ class Run:
         assert self.base is not None
         profile = self.args.profile or (0.0 if self.quick else 20.0)
         figures, detail = bench_e2e.rate_search(
-            self.base, self.log_dir, self.quick, profile_s=profile
-        )
+            self.base, self.log_dir, self.quick, profile_s=profile,
+            hint_per_s=self.figures.get("dispatch_per_s"),
+        )  # fmt: skip
         self.figures.update(figures)
         self.detail["e2e"] = detail
 
