@@ -164,7 +164,8 @@ def render(value: Any, variables: Mapping[str, str], where: str) -> Any:
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in variables:
-            hint = " (set SCHEDULERSTREAM_DATABASE_URL)" if name.startswith("JDBC_") else ""
+            database = "set SCHEDULERSTREAM_DATABASE_URL, or " if name.startswith("JDBC_") else ""
+            hint = f" ({database}--set {name}=...)"
             raise ConnectError(f"{where}: no value for ${{{name}}}{hint}")
         return variables[name]
 
@@ -210,6 +211,7 @@ class ConnectClient:
         self.url = url.rstrip("/")
 
     def request(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
+        """The decoded JSON answer; ConnectError for an HTTP error or no answer."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
@@ -248,9 +250,11 @@ class ConnectClient:
                 time.sleep(0.5)
 
     def delete_connector(self, name: str) -> None:
+        """Stop and remove a connector (its sink offsets stay in its consumer group)."""
         self.request("DELETE", f"/connectors/{urllib.parse.quote(name, safe='')}")
 
     def status(self, name: str) -> dict[str, Any]:
+        """``GET /connectors/NAME/status``: the connector's and its tasks' states."""
         result: dict[str, Any] = self.request(
             "GET", f"/connectors/{urllib.parse.quote(name, safe='')}/status"
         )
