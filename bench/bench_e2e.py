@@ -4,16 +4,15 @@ scheduler`` and ``schedulerstream dispatcher`` processes (launched by their CLI)
 Two measurements, each on a fresh topic set with its own processes:
 
 - ``rate``: jobs with 6-field cron expressions ``k/P * * * * *`` (a seconds field; job i has
-  offset k = i mod P, tenant i mod T) so R·P jobs give R runs every second. The search climbs
-  a ladder of short probes (fractions of the dispatcher's drain rate when bench/run.py
-  measured it first, else from a low start by half each step; a probe fails early once more
-  than 2 % of the runs older than 3 s have not arrived, and a failure is followed by a drain
-  at a low rate), tries the midpoint between the best pass and the first failure, then
-  sustains the best rate for ``sustain_s`` (one step down and again if that fails) and
-  reports lateness percentiles over every run scheduled in that window (a run that never
-  arrived counts as infinitely late). Changing R adds jobs or deletes them (tombstones) on
-  the running stack, so later steps run on a scheduler and dispatcher that have been up for
-  minutes: that is part of what is measured.
+  offset k = i mod P, tenant i mod T) so R·P jobs give R runs every second. Every step runs
+  on a fresh stack (new topic set, new processes: no backlog or state carried over). The
+  search climbs a ladder of short probes (fractions of the dispatcher's drain rate when
+  bench/run.py measured it first, else from a low start by half each step; a probe fails
+  early once more than 2 % of the runs older than 4 s have not arrived), tries the midpoint
+  between the best pass and the first failure, then sustains the best rate for
+  ``sustain_s`` (one step down and again if that fails) and reports lateness percentiles
+  over every run scheduled in that window (a run that never arrived counts as infinitely
+  late), and p99 and CPU per third of the window, where drift over time shows.
 - ``burst``: one tenant's ``big`` jobs and a small tenant's ``small`` jobs due at one instant
   (hourly ``every`` jobs phased to it, so the scheduler's burst lead applies); drain time is
   the last big-tenant arrival minus the instant, and the small tenant's lateness percentiles.
@@ -33,6 +32,7 @@ import math
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,11 +135,16 @@ class PeriodicLoad:
         found, expected = self.window(start_s, end)
         return expected > 0 and len(found) < 0.98 * expected
 
-    def observe(self, start_s: int, end_s: int, early_stop: bool) -> dict[str, Any]:
-        """Wait out the window [start_s, end_s) plus a settle time; its lateness figures."""
+    def observe(
+        self, start_s: int, end_s: int, early_stop: bool, tick: Callable[[], None] | None = None
+    ) -> dict[str, Any]:
+        """Wait out the window [start_s, end_s) plus a settle time; its lateness figures.
+        ``tick`` is called about every half second."""
         stopped_early = False
         while _now_s() < end_s + 3:
-            time.sleep(1.0)
+            time.sleep(0.5)
+            if tick is not None:
+                tick()
             self.receiver.poll()
             if early_stop and self.falling_behind(start_s, _now_s()):
                 stopped_early = True
@@ -151,19 +156,6 @@ class PeriodicLoad:
         ok = not stopped_early and stats["p99_ms"] is not None and stats["p99_ms"] < LIMIT_MS
         return {"rate_per_s": round(self.rate, 1), "window_s": end_s - start_s, "runs": expected,
                 "missing": missing, "stopped_early": stopped_early, "ok": ok, **stats}  # fmt: skip
-
-    def settle(self, timeout: float = 90.0) -> None:
-        """Wait until the last seconds' runs arrive on time again (a failed probe's backlog)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            time.sleep(2.0)
-            self.receiver.poll()
-            now = int(_now_s())
-            found, expected = self.window(now - 5, now - 2)
-            late = [(a.arrival_us - a.scheduled_us) / 1000 for a in found]
-            if expected and len(found) >= 0.99 * expected and percentile(late, 99) < LIMIT_MS:
-                return
-        progress("the backlog did not settle in time; measuring anyway")
 
 
 def _summary(r: dict[str, Any]) -> str:
@@ -197,6 +189,62 @@ def _profile(stack: Stack, seconds: float) -> dict[str, Any]:
     return found
 
 
+class ThirdsMeter:
+    """CPU cores of the stack's processes over each third of a window (drift shows here)."""
+
+    def __init__(self, stack: Stack, begin_s: int, seconds: int) -> None:
+        self.marks = [begin_s + seconds * k / 3 for k in (1, 2, 3)]
+        self.meter = CpuMeter(stack.pids()).start()
+        self.thirds: list[dict[str, float]] = []
+
+    def __call__(self) -> None:
+        if self.marks and _now_s() >= self.marks[0]:
+            self.marks.pop(0)
+            self.thirds.append(self.meter.stop())
+            self.meter.start()
+
+
+def run_step(
+    base: Settings, log_dir: Path, rate: float, seconds: int, *, period: int, tenants: int,
+    sustained: bool = False, profile_s: float = 0.0,
+) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """One rate on a fresh stack (new topics, new processes, no backlog, no history): the
+    window's figures, and for a sustained step its samples, CPU by third and profiles."""
+    settings = fresh(base)
+    stack = Stack(settings, log_dir)
+    receiver = stack.start_receiver()
+    detail: dict[str, Any] = {}
+    try:
+        stack.start()
+        load = PeriodicLoad(settings, receiver, period, tenants)
+        load.set_rate(rate)
+        begin = _start_second(4)  # the new jobs have fired once before the window
+        while _now_s() < begin:
+            time.sleep(0.01)
+        thirds = ThirdsMeter(stack, begin, seconds)
+        result = load.observe(begin, begin + seconds, early_stop=not sustained, tick=thirds)
+        if sustained:
+            result["kind"] = "sustained"
+            result["cpu_by_third"] = thirds.thirds
+            found, _ = load.window(begin, begin + seconds)
+            samples = sorted(
+                ((a.scheduled_us - begin * SECOND) / 1e6, (a.arrival_us - a.scheduled_us) / 1e3)
+                for a in found
+            )
+            result["p99_by_third_ms"] = [
+                round(percentile([late for at, late in samples if k * seconds / 3 <= at
+                                  < (k + 1) * seconds / 3], 99), 1)
+                for k in range(3)
+            ]  # fmt: skip
+            result["duplicates"] = receiver.requests - len(receiver.first)
+            detail = {"start_s": begin, "samples": samples}
+            if profile_s:
+                detail["profiles"] = _profile(stack, profile_s)
+        return result, detail
+    finally:
+        stack.stop()
+
+
 def rate_search(
     base: Settings,
     log_dir: Path,
@@ -208,115 +256,77 @@ def rate_search(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(figures, detail) of the rate search and the sustained run.
 
-    ``hint_per_s`` (the dispatcher's drain rate measured earlier in the same run) sets the
-    ladder of probes at fractions of it; without it the probes start at 100 (250 quick) runs/s
-    and grow by half each step. After a failed probe the rate drops to half the lowest step
-    until the backlog has drained, so the next measurement does not start behind. With
-    ``profile_s``, py-spy profiles of both processes are taken after the sustained run, under
-    the same load."""
+    Every step runs on a fresh stack, so a step does not inherit the backlog or the state of
+    the one before. ``hint_per_s`` (the dispatcher's drain rate measured earlier in the same
+    run) sets the ladder of probes at fractions of it; without it the probes start at 100 (250
+    quick) runs/s and grow by half each step. The midpoint between the best pass and the first
+    failure is tried, then the best rate is sustained (one step down and again if that fails).
+    With ``profile_s``, py-spy profiles of both processes are taken after the sustained
+    window, under the same load."""
     probe_s, sustain_s = (15, 60) if quick else (20, 180)
-    if hint_per_s:
-        ladder = [round(hint_per_s * f, -1) for f in (0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2)]
+    if hint_per_s:  # fractions of the drain rate, then on by a fifth a step
+        fractions = [0.3, 0.45, 0.6, 0.75, 0.9, 1.05] + [1.05 * 1.2**k for k in range(1, 12)]
+        ladder = [round(hint_per_s * f, -1) for f in fractions]
     else:
         first = 250.0 if quick else 100.0
         ladder = [round(first * 1.5**k, -1) for k in range(12)]
-    floor = ladder[0] / 2
-    settings = fresh(base)
-    stack = Stack(settings, log_dir)
-    receiver = stack.start_receiver()
+    shape = {"period": period, "tenants": tenants}
     tried: list[dict[str, Any]] = []
-    try:
-        stack.start()
-        load = PeriodicLoad(settings, receiver, period, tenants)
-        progress(f"e2e warm-up at {floor:.0f} runs/s")
-        load.set_rate(floor)
-        time.sleep(10)
-        load.settle(30)
 
-        def drain() -> None:
-            progress(f"  draining the backlog at {floor:.0f} runs/s")
-            load.set_rate(floor)
-            load.settle(120)
+    def probe(rate: float) -> bool:
+        progress(f"e2e probe at {rate:.0f} runs/s ({round(rate * period)} jobs, fresh stack)")
+        result, _ = run_step(base, log_dir, rate, probe_s, **shape)
+        tried.append(result)
+        progress(_summary(result))
+        return bool(result["ok"])
 
-        def probe(rate: float) -> bool:
-            progress(f"e2e probe at {rate:.0f} runs/s ({round(rate * period)} jobs)")
-            t0 = time.monotonic()
-            load.set_rate(rate)
-            stack.check_alive()
-            begin = _start_second()
-            result = load.observe(begin, begin + probe_s, early_stop=True)
-            result["setup_s"] = round(time.monotonic() - t0 - probe_s - 3, 1)
-            tried.append(result)
-            progress(_summary(result))
-            if not result["ok"]:
-                drain()
-            return bool(result["ok"])
-
-        best, failed = 0.0, math.inf
-        for rate in ladder:
-            if not probe(rate):
-                failed = rate
-                break
-            best = rate
-        if best and not math.isinf(failed):
-            middle = round((best + failed) / 2, -1)
-            if middle > best * 1.1 and probe(middle):
-                best = middle
-        if not best:
-            best = floor
-        detail: dict[str, Any] = {}
-        for attempt in range(2):
-            progress(f"e2e sustained run at {best:.0f} runs/s for {sustain_s} s")
-            load.set_rate(best)
-            load.settle(60)
-            begin = _start_second()
-            while _now_s() < begin:
-                time.sleep(0.01)
-            meter = CpuMeter(stack.pids()).start()
-            result = load.observe(begin, begin + sustain_s, early_stop=False)
-            result["cpu_cores"] = meter.stop()
-            result["kind"] = "sustained"
-            tried.append(result)
-            progress(_summary(result))
-            found, _ = load.window(begin, begin + sustain_s)
-            detail = {
-                "start_s": begin,
-                "samples": sorted(
-                    ((a.scheduled_us - begin * SECOND) / 1e6, (a.arrival_us - a.scheduled_us) / 1e3)
-                    for a in found
-                ),
-            }
-            if result["ok"] or attempt == 1:
-                break
-            drain()
-            best = round(best * 0.75, -1)  # the sustained run failed: one step down, once
-        if profile_s:
-            detail["profiles"] = _profile(stack, profile_s)
-        figures = {
-            "e2e_rate_per_s": result["rate_per_s"],
-            "e2e_lateness_p50_ms": result["p50_ms"],
-            "e2e_lateness_p99_ms": result["p99_ms"],
-            "e2e_lateness_p999_ms": result["p999_ms"],
-            "e2e_lateness_max_ms": result["max_ms"],
-            "e2e_sustained_s": sustain_s,
-            "e2e_sustained_runs": result["runs"],
-            "e2e_missing": result["missing"],
-            "e2e_p99_under_1s": result["ok"],
-            "e2e_rate_steps": [
-                {k: r[k] for k in ("rate_per_s", "p99_ms", "missing", "runs", "ok")}
-                | ({"sustained": True} if r.get("kind") == "sustained" else {})
-                for r in tried
-            ],
-            "e2e_jobs": load.count,
-            "e2e_search_hint_per_s": hint_per_s,
-            "e2e_cron_period_s": period,
-            "e2e_tenants": tenants,
-            "e2e_duplicate_deliveries": receiver.requests - len(receiver.first),
-            "e2e_cpu_cores": result["cpu_cores"],
-        }
-        return figures, {"steps": tried, **detail}
-    finally:
-        stack.stop()
+    best, failed = 0.0, math.inf
+    for rate in ladder:
+        if not probe(rate):
+            failed = rate
+            break
+        best = rate
+    if best and not math.isinf(failed):
+        middle = round((best + failed) / 2, -1)
+        if middle > best * 1.1 and probe(middle):
+            best = middle
+    if not best:
+        best = round(ladder[0] / 2, -1)
+    for attempt in range(2):
+        progress(f"e2e sustained run at {best:.0f} runs/s for {sustain_s} s (fresh stack)")
+        result, detail = run_step(base, log_dir, best, sustain_s, sustained=True,
+                                  profile_s=profile_s, **shape)  # fmt: skip
+        tried.append(result)
+        progress(_summary(result) + f"; p99 by third {result['p99_by_third_ms']} ms")
+        if result["ok"] or attempt == 1:
+            break
+        best = round(best * 0.75, -1)  # the sustained run failed: one step down, once
+    cpu = result["cpu_by_third"]
+    figures = {
+        "e2e_rate_per_s": result["rate_per_s"],
+        "e2e_lateness_p50_ms": result["p50_ms"],
+        "e2e_lateness_p99_ms": result["p99_ms"],
+        "e2e_lateness_p999_ms": result["p999_ms"],
+        "e2e_lateness_max_ms": result["max_ms"],
+        "e2e_sustained_s": sustain_s,
+        "e2e_sustained_runs": result["runs"],
+        "e2e_missing": result["missing"],
+        "e2e_p99_under_1s": result["ok"],
+        "e2e_p99_by_third_ms": result["p99_by_third_ms"],
+        "e2e_rate_steps": [
+            {k: r[k] for k in ("rate_per_s", "p99_ms", "missing", "runs", "ok")}
+            | ({"sustained": True} if r.get("kind") == "sustained" else {})
+            for r in tried
+        ],
+        "e2e_jobs": round(result["rate_per_s"] * period),
+        "e2e_search_hint_per_s": hint_per_s,
+        "e2e_cron_period_s": period,
+        "e2e_tenants": tenants,
+        "e2e_duplicate_deliveries": result["duplicates"],
+        "e2e_cpu_cores": cpu[-1] if cpu else None,
+        "e2e_cpu_by_third": cpu,
+    }
+    return figures, {"steps": tried, **detail}
 
 
 def burst(
