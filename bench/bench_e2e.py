@@ -258,11 +258,11 @@ def rate_search(
 
     Every step runs on a fresh stack, so a step does not inherit the backlog or the state of
     the one before. ``hint_per_s`` (the dispatcher's drain rate measured earlier in the same
-    run) sets the ladder of probes at fractions of it; without it the probes start at 100 (250
-    quick) runs/s and grow by half each step. The midpoint between the best pass and the first
-    failure is tried, then the best rate is sustained (one step down and again if that fails).
-    With ``profile_s``, py-spy profiles of both processes are taken after the sustained
-    window, under the same load."""
+    run) sets the ladder of probes at fractions of it, then on by a fifth a step; without it
+    the probes start at 100 (250 quick) runs/s and grow by half each step. The midpoint
+    between the best pass and the first failure is tried, then the best rate is sustained
+    (one step down and again if that fails). With ``profile_s``, py-spy profiles of both
+    processes are taken after the sustained window, under the same load."""
     probe_s, sustain_s = (15, 60) if quick else (20, 180)
     if hint_per_s:  # fractions of the drain rate, then on by a fifth a step
         fractions = [0.3, 0.45, 0.6, 0.75, 0.9, 1.05] + [1.05 * 1.2**k for k in range(1, 12)]
