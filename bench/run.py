@@ -177,14 +177,22 @@ def _keep() -> set[int]:
     return {pid} if pid is not None else set()
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> str:
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+            ["git", *args], capture_output=True, text=True, check=False,
             cwd=Path(__file__).resolve().parents[1],
-        ).stdout.strip()  # fmt: skip
+        ).stdout.rstrip()  # fmt: skip
     except OSError:
         return "?"
+
+
+def _code_under_test() -> dict[str, Any]:
+    """The commit, and the package files that differ from it (a shared checkout may hold
+    someone's uncommitted work: the processes run what is on disk)."""
+    changed = _git("status", "--porcelain", "--", "schedulerstream").splitlines()
+    return {"commit": _git("rev-parse", "--short", "HEAD").strip(),
+            "uncommitted": [line[3:] for line in changed]}  # fmt: skip
 
 
 def _machine() -> dict[str, Any]:
@@ -222,6 +230,7 @@ def main() -> int:
     started = time.monotonic()
     ours = not broker_answers(BENCH_BOOTSTRAP)
     run.figures["mode"] = "quick" if args.quick else "full"
+    code = _code_under_test()
     progress(f"bench run {run.stamp} ({run.figures['mode']}): {', '.join(chosen)}")
     interrupted = False
     try:
@@ -243,7 +252,9 @@ def main() -> int:
             progress(LocalBroker(bench_settings()).down())
     run.figures["bench_wall_s"] = round(time.monotonic() - started, 1)
     run.figures["phase_s"] = run.phase_s
-    run.figures["commit"] = _git_commit()
+    run.figures["commit"] = code["commit"]
+    if code["uncommitted"]:
+        run.figures["uncommitted_package_files"] = code["uncommitted"]
     run.figures["machine"] = _machine()
     missing = [k for k in REQUIRED if run.figures.get(k) is None]
     if missing:
