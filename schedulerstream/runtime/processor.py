@@ -22,6 +22,7 @@ from schedulerstream.kafka import clients
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
 from schedulerstream.runtime.context import TaskContext, rejected_output
+from schedulerstream.runtime.store import StoreCorrupted
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.runtime.transaction import (
@@ -69,7 +70,7 @@ class Processor:
             (
                 "records_processed", "records_rejected", "punctuate_errors", "commits",
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
-                "restored_records", "restore_rate", "changelog_records",
+                "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
             ),
             0,
         )  # fmt: skip
@@ -289,6 +290,23 @@ class Processor:
         self._dirty = False
         self._rebuild([t for t in self._tasks.values() if t.state is TaskState.RUNNING])
 
+    def _store_corrupted(self, task: Task, exc: StoreCorrupted) -> None:
+        """A read of ``task``'s store failed: wipe it and restore it cold from the changelog.
+
+        The open transaction is aborted (it may hold output computed from the damaged store)
+        and every RUNNING task rebuilt, as after any failed transaction."""
+        log.error("task %d: %s; wiping it and restoring from the changelog", task.partition, exc)
+        self.metrics["corrupt_stores"] += 1
+        self._require_restorer().stop(task)
+        task.store = task.require_store().wipe()
+        if task.state is TaskState.RUNNING:
+            self._recover(TransactionFailed(Failure.ABORTABLE, f"task {task.partition}: {exc}"))
+            return
+        if task.state is TaskState.RESTORING:
+            task.transition(TaskState.SUSPENDED)
+        self._awaiting.pop(task.partition, None)
+        self._begin_restore(task)
+
     def _rebuild(self, tasks: list[Task]) -> None:
         consumer = self._require_consumer()
         for task in tasks:
@@ -339,6 +357,12 @@ class Processor:
                 ctx.outputs.clear()
                 self._hold(msg, until_us)
                 return
+        except StoreCorrupted as exc:  # the record is fine, the local store is not
+            store.rollback()
+            ctx.outputs.clear()
+            ctx.held_until_us = None
+            self._store_corrupted(task, exc)
+            return
         except Exception as exc:
             store.rollback()
             ctx.outputs.clear()
@@ -386,6 +410,11 @@ class Processor:
         store.savepoint()
         try:
             callback(ctx)
+        except StoreCorrupted as exc:
+            store.rollback()
+            ctx.outputs.clear()
+            self._store_corrupted(task, exc)
+            return
         except Exception:
             store.rollback()
             ctx.outputs.clear()
@@ -425,7 +454,14 @@ class Processor:
                 self._unstarted.pop(partition, None)
             elif time.monotonic() >= not_before:
                 self._begin_restore(waiting)
-        for ready in restorer.poll(min(timeout_s, self._tick_s)):
+        try:
+            caught_up = restorer.poll(min(timeout_s, self._tick_s))
+        except StoreCorrupted as exc:
+            caught_up = []
+            for damaged in list(self._tasks.values()):
+                if damaged.store is not None and damaged.store.path == exc.path:
+                    self._store_corrupted(damaged, exc)
+        for ready in caught_up:
             self._awaiting.setdefault(ready.partition, 0.0)
         now = time.monotonic()
         for partition, not_before in list(self._awaiting.items()):

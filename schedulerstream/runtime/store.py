@@ -52,6 +52,16 @@ def prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
+class StoreCorrupted(StateError):
+    """A read of the database failed (e.g. a block checksum mismatch): its files are damaged.
+
+    The processor answers by wiping the store and restoring it from the changelog."""
+
+    def __init__(self, path: Path, error: object) -> None:
+        super().__init__(f"state store {path} is corrupt: {error}")
+        self.path = path
+
+
 def _is_lock_error(exc: Exception) -> bool:
     return "lock" in str(exc).lower()
 
@@ -110,7 +120,13 @@ class RocksStore:
         entry = self._overlay.get(key)
         if entry is not None:
             return entry[0]
-        value: bytes | None = self._db.get(key)
+        return self._read(key)
+
+    def _read(self, key: bytes) -> bytes | None:
+        try:
+            value: bytes | None = self._db.get(key)
+        except Exception as exc:
+            raise StoreCorrupted(self.path, exc) from exc
         return value
 
     def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
@@ -160,9 +176,21 @@ class RocksStore:
                     yield db_key, it.value()
                     it.next()
                 else:
-                    return
+                    break
+            self._check(it)  # an iterator stops early, silently, at a damaged block
         finally:
             del it
+
+    def _check(self, it: object) -> None:
+        try:
+            it.status()  # type: ignore[attr-defined]
+            return
+        except Exception as exc:
+            error = str(exc)
+        # raised without the iterator's frames in its traceback: a live iterator would keep
+        # the database open (and locked) while the processor wipes it
+        del it
+        raise StoreCorrupted(self.path, error)
 
     # -- writes ---------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None:
@@ -241,7 +269,10 @@ class RocksStore:
     def changelog_offset(self) -> int | None:
         """The last changelog offset written into the store; NO_OFFSET if none; None if the
         stored value is missing or corrupt."""
-        raw = self._db.get(OFFSET_KEY)
+        try:
+            raw = self._db.get(OFFSET_KEY)
+        except Exception:
+            return None  # unreadable: restored cold
         if raw is None or len(raw) != _OFFSET.size:
             return None
         offset: int = _OFFSET.unpack(raw)[0]
@@ -249,7 +280,10 @@ class RocksStore:
 
     def source(self) -> bytes | None:
         """Which changelog (topic, partition, topic id) this store caches."""
-        value: bytes | None = self._db.get(SOURCE_KEY)
+        try:
+            value: bytes | None = self._db.get(SOURCE_KEY)
+        except Exception:
+            return None  # unreadable: does not match, restored cold
         return value
 
     def set_source(self, source: bytes) -> None:
@@ -264,6 +298,12 @@ class RocksStore:
         it = self._db.iter()
         try:
             it.seek_to_first()
-            return not it.valid()
+            if it.valid():
+                return False
+            try:
+                it.status()
+            except Exception:
+                return False  # damaged: not known to be empty (so it is wiped)
+            return True
         finally:
             del it

@@ -187,7 +187,8 @@ def check_every_instant_once(
         window = sorted(t for t in instants if since_us <= t <= until_us)
         assert gaps(window, interval_us) == [], f"{key}: gaps {gaps(window, interval_us)[:3]}"
         assert len(window) == expected, (
-            f"{key}: {len(window)} instants in the window, expected {expected}; {figures}"
+            f"{key}: {len(window)} instants in [{since_us}, {until_us}], expected {expected} "
+            f"(first {window[:1]}, last {window[-1:]}); {figures}"
         )
     return figures
 
