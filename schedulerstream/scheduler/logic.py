@@ -90,6 +90,17 @@ class SchedulerLogic:
             burst_lead_us=timers.burst_lead_us,
         )
         self.counters = Counters()
+        self._latest_us: dict[int, int] = {}  # per partition: the latest "now" seen
+
+    def clock(self, partition: int, now_us: int) -> int:
+        """``now_us``, never earlier than a "now" this partition already saw.
+
+        A wall clock stepped back must not make runs that were already due look ahead of time
+        again (a mutation would revoke and re-emit them): time holds still until it catches up.
+        """
+        latest = max(now_us, self._latest_us.get(partition, now_us))
+        self._latest_us[partition] = latest
+        return latest
 
     # -- state ------------------------------------------------------------------------------
     def load(self, store: Store, job_key: str) -> JobState | None:
@@ -143,6 +154,7 @@ class SchedulerLogic:
         timestamp_us: int, now_us: int,
     ) -> None:  # fmt: skip
         """Apply one cron.schedules record; raises RejectedRecord for bad input."""
+        now_us = self.clock(partition, now_us)
         if value is None:
             job_key = job_key_from_record_key(key)
             old = self.load(store, job_key)
@@ -187,6 +199,7 @@ class SchedulerLogic:
         now_us: int,
     ) -> None:  # fmt: skip
         """Apply one cron.commands record (trigger, backfill; cancel is the dispatcher's)."""
+        now_us = self.clock(partition, now_us)
         job_key, kind, fields = decode_command(self.codec, key, value)
         if kind == "CancelRun":
             return
@@ -221,6 +234,7 @@ class SchedulerLogic:
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
         """Emit due runs and backfill chunks; True if work was left for the next tick."""
+        now_us = self.clock(partition, now_us)
         upper = keys.due_upper_bound(now_us + self.timers.lookahead_us)
         due = [k for k, _ in _take(store.range(keys.DUE_PREFIX, upper), self.due_batch)]
         for due_key in due:
