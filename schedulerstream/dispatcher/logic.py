@@ -8,7 +8,7 @@ is returned as ``Start``/``Cancel`` actions. No Kafka, no HTTP, no clock of its 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -29,6 +29,8 @@ from schedulerstream.targets.base import Delivery, Outcome
 # Finished runs are remembered (to drop replays) longer than cron.runs keeps records (7 d).
 DEDUPE_RETENTION_US = 8 * 86_400 * 1_000_000
 TargetConfig = HttpTarget | KafkaTarget | SqsTarget | WorkerTarget
+# attempt outcomes after which the target may or may not have done the work
+UNKNOWN_OUTCOMES = frozenset({"timed_out", "lease_expired"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +163,10 @@ class DispatchLogic:
             reason = f"target gone: {outcome.reason}"
             self._finish(store, out, partition, run, "failed", now_us, reason, **extra)
             return True
-        kind = "timed_out" if outcome.kind == "timed_out" else "failed"
-        unknown = kind == "timed_out" and self.definition(run.definition).delivery == "at_most_once"
+        kind = outcome.kind if outcome.kind in UNKNOWN_OUTCOMES else "failed"
+        unknown = (
+            kind in UNKNOWN_OUTCOMES and self.definition(run.definition).delivery == "at_most_once"
+        )
         if not outcome.retryable or unknown:  # a timed-out request may have landed
             self._finish(store, out, partition, run, kind, now_us, outcome.reason, **extra)
             return True
@@ -177,16 +181,18 @@ class DispatchLogic:
         self._prune(store, now_us)
         return self._select(store, out, partition, now_us)
 
-    def on_running(self, store: StateStore, out: Output, partition: int, now_us: int) -> None:
+    def on_running(self, store: StateStore, out: Output, partition: int, now_us: int,
+                   adopt: Callable[[RunRecord], bool] | None = None) -> None:  # fmt: skip
         """The task (re)started from committed state: rebuild the tenant ring; runs that were
         in flight are re-queued for their next attempt (at_least_once) or failed as
-        "outcome unknown" (at_most_once)."""
+        "outcome unknown" (at_most_once), except those ``adopt`` keeps in flight (a worker
+        still holds their lease)."""
         ring = self._rings[partition] = DeficitRing(self._weights)
         for tenant in self._queued_tenants(store):
             ring.add(tenant)
         for key, _ in list(store.range(b"active/", prefix_end(b"active/"))):
             run = self.load(store, rk.active_run_id(key))
-            if run is None or run.status != rk.IN_FLIGHT:
+            if run is None or run.status != rk.IN_FLIGHT or (adopt is not None and adopt(run)):
                 continue
             job = self.definition(run.definition)
             reason = f"outcome unknown: the dispatcher stopped during attempt {run.attempt}"

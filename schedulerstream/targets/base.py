@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import JsonValue
 
-OutcomeKind = Literal["succeeded", "failed", "timed_out", "gone", "refused"]
+OutcomeKind = Literal["succeeded", "failed", "timed_out", "lease_expired", "gone", "refused"]
 ConfigT_contra = TypeVar("ConfigT_contra", contravariant=True)
 
 
@@ -59,7 +59,9 @@ class Outcome:
     """How one attempt ended.
 
     ``gone``: the target says it no longer exists (HTTP 410): pause the job. ``refused``: the
-    attempt was not made (SSRF guard, bad configuration); never retryable. ``retry_after_s`` is
+    attempt was not made (SSRF guard, bad configuration); never retryable. ``timed_out`` and
+    ``lease_expired`` (a worker stopped heartbeating) leave the outcome unknown: the work may
+    have been done, so ``at_most_once`` runs are not retried after them. ``retry_after_s`` is
     the target's own wish (``Retry-After``), which the dispatcher honours over its backoff.
     """
 
