@@ -11,7 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, SchedulerStreamError
 from schedulerstream.ids import split_job_key
-from schedulerstream.model import JobDefinition, field_errors
+from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition, field_errors
 
 
 class RejectedRecord(SchedulerStreamError):
@@ -91,4 +91,38 @@ def decode_command(
     if f"{record['tenant']}/{record['job_id']}" != job_key:
         raise RejectedRecord(f"record key {job_key!r} does not match the command's job")
     name, fields = record["command"]
-    return job_key, name.rsplit(".", 1)[-1], fields
+    kind = name.rsplit(".", 1)[-1]
+    if kind == "PauseJob":
+        _check_pause(fields)
+    return job_key, kind, fields
+
+
+def _check_pause(fields: dict[str, Any]) -> None:
+    """A PauseJob names a real version and a reason the paused definition can keep."""
+    if fields["job_version"] < 0:
+        raise RejectedRecord(f"PauseJob: job_version {fields['job_version']} is negative")
+    reason = fields["reason"]
+    if not reason.strip() or len(reason) > MAX_PAUSED_REASON:
+        raise RejectedRecord(
+            f"PauseJob: reason must be 1 to {MAX_PAUSED_REASON} characters (got {len(reason)})"
+        )
+
+
+def pause_job_command(
+    codec: Codec, job_key: str, job_version: int, reason: str, issued_at_us: int
+) -> bytes:
+    """The cron.commands value asking the scheduler to pause ``job_key`` at ``job_version``
+    (the reason is cut to what a paused definition keeps)."""
+    tenant, job_id = split_job_key(job_key)
+    if len(reason) > MAX_PAUSED_REASON:
+        reason = reason[: MAX_PAUSED_REASON - 1] + "…"
+    pause = {"job_version": job_version, "reason": reason}
+    return codec.encode(
+        "Command",
+        {
+            "tenant": tenant,
+            "job_id": job_id,
+            "issued_at_us": issued_at_us,
+            "command": ("io.schedulerstream.PauseJob", pause),
+        },
+    )

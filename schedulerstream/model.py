@@ -33,6 +33,7 @@ Identifier = Annotated[str, Field(pattern=ID_PATTERN.pattern)]
 _NS = "io.schedulerstream."
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RESERVED_HEADERS = ("webhook-", "content-length", "host")
+MAX_PAUSED_REASON = 1000
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -221,6 +222,13 @@ class JobDefinition(_Strict):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout: Annotated[Duration, Field(gt=0)] = 30.0
     delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
+    paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = None
+
+    @model_validator(mode="after")
+    def _reason_only_when_paused(self) -> JobDefinition:
+        if self.paused_reason is not None and not self.paused:
+            raise ValueError("paused_reason is only allowed when paused is true")
+        return self
 
     @property
     def key(self) -> str:
@@ -266,6 +274,7 @@ class JobDefinition(_Strict):
             },
             "timeout_us": to_us(self.timeout),
             "delivery": self.delivery,
+            "paused_reason": self.paused_reason,
         }
 
     @classmethod
@@ -308,6 +317,7 @@ class JobDefinition(_Strict):
                 },
                 "timeout": record["timeout_us"] / 1e6,
                 "delivery": record["delivery"],
+                "paused_reason": record.get("paused_reason"),
             }
         )
 
