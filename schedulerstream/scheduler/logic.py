@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from schedulerstream.codec import Codec
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
@@ -58,6 +58,7 @@ class Topics:
     runs: str
     attempts: str
     rejected: str
+    schedules: str = "cron.schedules"  # the scheduler writes a PauseJob's paused version here
 
 
 @dataclass
@@ -68,6 +69,8 @@ class Counters:
     stale_versions: int = 0
     duplicate_requests: int = 0
     rejected: int = 0
+    paused_by_command: int = 0
+    pauses_ignored: int = 0
     by_trigger: dict[str, int] = field(default_factory=dict)
 
 
@@ -198,10 +201,13 @@ class SchedulerLogic:
         self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
         now_us: int,
     ) -> None:  # fmt: skip
-        """Apply one cron.commands record (trigger, backfill; cancel is the dispatcher's)."""
+        """Apply one cron.commands record (trigger, backfill, pause; cancel is the dispatcher's)."""
         now_us = self.clock(partition, now_us)
         job_key, kind, fields = decode_command(self.codec, key, value)
         if kind == "CancelRun":
+            return
+        if kind == "PauseJob":
+            self._pause_job(store, out, partition, job_key, fields, now_us)
             return
         old = self.load(store, job_key)
         if old is None:
@@ -230,6 +236,25 @@ class SchedulerLogic:
                     )
                 )
         self.save(store, job_key, old, state)
+
+    def _pause_job(
+        self, store: Store, out: Output, partition: int, job_key: str, fields: dict[str, Any],
+        now_us: int,
+    ) -> None:  # fmt: skip
+        """PauseJob: if the job is still at ``job_version`` and running, write version
+        ``job_version + 1`` (paused, with the reason) to cron.schedules and apply it here in the
+        same transaction. A deleted job, a newer version (a user's fix, a resume: µs versions
+        win) or a job already paused (a duplicate) leaves everything as it is."""
+        old = self.load(store, job_key)
+        if old is None or old.version != fields["job_version"] or old.paused:
+            self.counters.pauses_ignored += 1
+            return
+        record = self.codec.decode_as("JobDefinition", old.definition)
+        record.update(version=old.version + 1, paused=True, paused_reason=fields["reason"])
+        value = self.codec.encode("JobDefinition", record)
+        out.produce(self.topics.schedules, job_key.encode(), value, partition)
+        self.on_schedule(store, out, partition, job_key.encode(), value, now_us, now_us)
+        self.counters.paused_by_command += 1
 
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:

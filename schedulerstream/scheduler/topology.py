@@ -45,7 +45,12 @@ class SchedulerTopology(Topology):
         )
         self.logic = SchedulerLogic(
             codec or default_codec(),
-            Topics(settings.topic("runs"), settings.topic("attempts"), settings.topic("rejected")),
+            Topics(
+                settings.topic("runs"),
+                settings.topic("attempts"),
+                settings.topic("rejected"),
+                schedules=self.schedules_topic,
+            ),
             timers,
             settings.instance_id,
             due_batch=settings.due_batch,

@@ -14,7 +14,7 @@ from schedulerstream.scheduler.logic import SchedulerLogic, Topics
 from schedulerstream.scheduler.timers import TimerSettings
 
 CODEC = Codec()
-TOPICS = Topics(runs="runs", attempts="attempts", rejected="rejected")
+TOPICS = Topics(runs="runs", attempts="attempts", rejected="rejected", schedules="schedules")
 
 
 class SortedStore:
