@@ -60,6 +60,7 @@ Action = Start | Cancel
 class Topics:
     attempts: str
     tiers: tuple[tuple[str, int], ...] = ()  # (delay topic, delay µs), shortest first
+    commands: str = "cron.commands"  # a 410 sends PauseJob here
 
 
 @dataclass(slots=True)
@@ -158,9 +159,17 @@ class DispatchLogic:
             self._finish(store, out, partition, run, "succeeded", now_us, outcome.reason, **extra)
             return True
         if outcome.kind == "gone":
+            seen = store.get(rk.gone_key(run.job_key))
             gone = {"version": run.job_version, "reason": outcome.reason}
             store.put(rk.gone_key(run.job_key), rk.encode_json(gone))
             reason = f"target gone: {outcome.reason}"
+            if seen is None or rk.decode_json(seen)["version"] < run.job_version:
+                from schedulerstream.ingest import pause_job_command
+
+                # The scheduler pauses the job if it is still at this version (one ask each).
+                pause = pause_job_command(self.codec, run.job_key, run.job_version,
+                                          f"{reason} (run {run.run_id})", now_us)  # fmt: skip
+                out.produce(self.topics.commands, run.job_key.encode(), pause, partition)
             self._finish(store, out, partition, run, "failed", now_us, reason, **extra)
             return True
         kind = outcome.kind if outcome.kind in UNKNOWN_OUTCOMES else "failed"

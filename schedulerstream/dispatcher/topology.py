@@ -66,7 +66,7 @@ class DispatcherTopology(Topology):
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
-            Topics(settings.topic("attempts"), tiers),
+            Topics(settings.topic("attempts"), tiers, commands=settings.topic("commands")),
             self.limits,
             settings.instance_id,
         )
