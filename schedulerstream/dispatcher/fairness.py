@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 
-class DeficitRing:
-    """Tenants in service order with their deficits; a visit adds the tenant's weight."""
+def _valid(weight: float) -> bool:
+    return math.isfinite(weight) and weight > 0
 
-    def __init__(self, weights: Mapping[str, int] | None = None, default_weight: int = 1) -> None:
-        self._weights = dict(weights or {})
-        self._default = default_weight
+
+class DeficitRing:
+    """Tenants in service order with their deficits; a visit adds the tenant's quantum.
+
+    Weights (floats) are looked up live in ``weights``, held by reference: one mapping updated
+    from cron.tenants serves every ring, and a change applies from the next round. A tenant's
+    quantum is its weight over the smallest weight in the ring, so ratios hold and the lightest
+    tenant starts a run every round (no idle rounds with weights below 1). Whole starts a tenant
+    could not use in its visit (a limit, nothing due) are forfeited, never saved up into a burst;
+    the fraction carries over, so weight 1.5 against 1 starts 3 runs to 2. A missing, zero,
+    negative or non-finite weight counts as ``default_weight``.
+    """
+
+    def __init__(self, weights: Mapping[str, float] | None = None,
+                 default_weight: float = 1.0) -> None:  # fmt: skip
+        if not _valid(default_weight):
+            raise ValueError(f"default_weight must be a positive number, not {default_weight!r}")
+        self._weights: Mapping[str, float] = weights if weights is not None else {}
+        self._default = float(default_weight)
         self._deficits: dict[str, float] = {}  # insertion order = service order
 
     def __bool__(self) -> bool:
@@ -22,8 +39,9 @@ class DeficitRing:
     def tenants(self) -> list[str]:
         return list(self._deficits)
 
-    def weight(self, tenant: str) -> int:
-        return self._weights.get(tenant, self._default)
+    def weight(self, tenant: str) -> float:
+        weight = self._weights.get(tenant)
+        return float(weight) if weight is not None and _valid(weight) else self._default
 
     def add(self, tenant: str) -> None:
         """``tenant`` has work (a no-op if it is already in the ring)."""
@@ -36,10 +54,14 @@ class DeficitRing:
         """One DRR round. ``serve(tenant)`` tries to start one run: "started", "skipped" (a
         run was consumed without a start: costs nothing), "blocked" (a limit) or "empty".
         Served tenants move to the back; True when anything was started or consumed."""
+        tenants = list(self._deficits)
+        if not tenants:
+            return False
+        weights = [self.weight(tenant) for tenant in tenants]
+        lightest = min(weights)
         progressed = False
-        for tenant in list(self._deficits):
-            quantum = self.weight(tenant)
-            deficit = min(self._deficits[tenant] + quantum, float(quantum))
+        for tenant, weight in zip(tenants, weights, strict=True):
+            deficit = self._deficits[tenant] % 1.0 + weight / lightest
             state = "started"
             while deficit >= 1.0:
                 state = serve(tenant)

@@ -2,11 +2,14 @@
 concurrency per target host (one slow or overloaded receiver cannot take every slot).
 
 In memory only: what is in flight is known from the deliveries running in this process.
+Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
+that is looked up on every ``acquire``, so a change applies without a restart.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -19,25 +22,55 @@ class TokenBucket:
     tokens: float
     at_us: int
 
-    def take(self, now_us: int) -> bool:
+    def refill(self, now_us: int) -> None:
         elapsed = max(0, now_us - self.at_us) / 1e6
         self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
         self.at_us = now_us
+
+    def take(self, now_us: int) -> bool:
+        self.refill(now_us)
         if self.tokens >= 1.0:
             self.tokens -= 1.0
             return True
         return False
 
+    def retune(self, rate: float, now_us: int) -> None:
+        """Switch to ``rate``: tokens earned so far count at the old rate, and what is kept
+        never exceeds the new burst (a lowered rate gets no burst of stale tokens)."""
+        self.refill(now_us)
+        self.rate = rate
+        self.burst = burst_of(rate)
+        self.tokens = min(self.tokens, self.burst)
+
+
+def burst_of(rate: float) -> float:
+    """A bucket holds one second of its rate (at least one token)."""
+    return max(1.0, rate)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """One tenant's overrides of the process defaults (None: the default)."""
+
+    concurrency: int | None = None
+    rate_per_s: float | None = None
+
 
 class Limits:
-    """Admission of one more attempt: ``acquire`` before starting, ``release`` when it ends."""
+    """Admission of one more attempt: ``acquire`` before starting, ``release`` when it ends.
+
+    ``tenant_concurrency`` and ``tenant_rate_per_s`` are the defaults; ``overrides`` (held by
+    reference, not copied) may give a tenant its own.
+    """
 
     def __init__(self, concurrency: int, tenant_concurrency: int, tenant_rate_per_s: float,
-                 host_concurrency: int | None = None) -> None:  # fmt: skip
+                 host_concurrency: int | None = None,
+                 overrides: Mapping[str, TenantLimits] | None = None) -> None:  # fmt: skip
         self.concurrency = concurrency
         self.tenant_concurrency = tenant_concurrency
         self.tenant_rate = tenant_rate_per_s
         self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
+        self.overrides: Mapping[str, TenantLimits] = overrides if overrides is not None else {}
         self.in_flight = 0
         self.by_tenant: Counter[str] = Counter()
         self.by_host: Counter[str] = Counter()
@@ -47,17 +80,32 @@ class Limits:
         """No attempt of any tenant may start now."""
         return self.in_flight >= self.concurrency
 
+    def tenant_limits(self, tenant: str) -> tuple[int, float]:
+        """(concurrency, rate per second) that apply to ``tenant`` now."""
+        override = self.overrides.get(tenant)
+        if override is None:
+            return self.tenant_concurrency, self.tenant_rate
+        concurrency = override.concurrency
+        rate = override.rate_per_s
+        return (
+            self.tenant_concurrency if concurrency is None else concurrency,
+            self.tenant_rate if rate is None else rate,
+        )
+
     def acquire(self, tenant: str, now_us: int, host: str | None = None) -> bool:
         """Take a slot and a token for ``tenant`` (and a slot of ``host``, when the target has
         one); False, with nothing taken, when a limit says no."""
-        if self.full() or self.by_tenant[tenant] >= self.tenant_concurrency:
+        concurrency, rate = self.tenant_limits(tenant)
+        if self.full() or self.by_tenant[tenant] >= concurrency:
             return False
         if host is not None and self.by_host[host] >= self.host_concurrency:
             return False
         bucket = self._buckets.get(tenant)
         if bucket is None:
-            burst = max(1.0, self.tenant_rate)
-            bucket = self._buckets[tenant] = TokenBucket(self.tenant_rate, burst, burst, now_us)
+            burst = burst_of(rate)
+            bucket = self._buckets[tenant] = TokenBucket(rate, burst, burst, now_us)
+        elif bucket.rate != rate:
+            bucket.retune(rate, now_us)
         if not bucket.take(now_us):
             return False
         self.in_flight += 1

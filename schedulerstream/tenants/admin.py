@@ -11,9 +11,9 @@ from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ids import check_id
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.settings import Settings
+from schedulerstream.tenants.follower import read_all
 from schedulerstream.tenants.keys import new_key
 from schedulerstream.tenants.record import TenantRecord
-from schedulerstream.tenants.view import read_all
 
 
 class TenantExists(SchedulerStreamError):
