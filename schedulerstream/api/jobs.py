@@ -140,7 +140,8 @@ def _set_paused(state: ApiState, tenant: str, job_id: str, paused: bool) -> Writ
         )
     else:
         job = stored_definition(view.definition)
-    written = _publish(state, job.model_copy(update={"paused": paused}), view)
+    update = {"paused": paused, "paused_reason": None}  # a resume clears a 410's reason
+    written = _publish(state, job.model_copy(update=update), view)
     return WriteResult(job_id=job_id, version=written.version or 0, paused=paused)
 
 

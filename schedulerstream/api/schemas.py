@@ -5,10 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
 
 from schedulerstream.errors import ValidationError
 from schedulerstream.model import (
+    MAX_PAUSED_REASON,
     Duration,
     Identifier,
     JobDefinition,
@@ -57,6 +66,15 @@ class JobBody(_In):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout: Annotated[Duration, Field(gt=0)] = 30.0
     delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
+    paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = Field(
+        None, description="Why the job is paused (only with paused=true); resume clears it."
+    )
+
+    @model_validator(mode="after")
+    def _reason_only_when_paused(self) -> JobBody:
+        if self.paused_reason is not None and not self.paused:
+            raise ValueError("paused_reason is only allowed when paused is true")
+        return self
 
     def definition(self, tenant: str, job_id: str) -> JobDefinition:
         """The full definition; raises ValidationError naming an instant out of range."""
@@ -124,6 +142,11 @@ class JobOut(BaseModel):
     job_id: str
     version: int
     paused: bool
+    paused_reason: str | None = Field(
+        None,
+        description="Why the job is paused, when known: e.g. the scheduler paused it because "
+        "its webhook answered HTTP 410. Cleared by resume or any newer definition.",
+    )
     deleted: bool
     projection: Literal["current", "pending"] = Field(
         description="'pending': written through this API but not yet in the read model."

@@ -56,6 +56,7 @@ class JobView:
             job_id=self.job_id,
             version=self.version,
             paused=self.paused,
+            paused_reason=self.definition.get("paused_reason") if self.paused else None,
             deleted=False,
             projection="pending" if self.pending else "current",
             next_fire_at=[t for t in (iso(f) for f in fires) if t is not None],

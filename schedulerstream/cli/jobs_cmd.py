@@ -54,6 +54,7 @@ def _row_json(row: JobRow) -> dict[str, Any]:
         "job": f"{row.tenant}/{row.job_id}",
         "version": row.version,
         "paused": row.paused,
+        "paused_reason": row.definition.get("paused_reason") if row.paused else None,
         "next_fire_at": [_iso(t) for t in row.next_fire_at_us],
         "last_run": None
         if row.last_run_id is None
@@ -85,6 +86,9 @@ def list_jobs(tenant: str, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(_row_json(row)))
         else:
             state = "paused" if row.paused else "active"
+            reason = row.definition.get("paused_reason") if row.paused else None
+            if reason:
+                state += f" ({reason})"
             nxt = _iso(row.next_fire_at_us[0]) if row.next_fire_at_us else "-"
             click.echo(f"{row.tenant}/{row.job_id}  v{row.version}  {state}  next {nxt}")
 
@@ -107,7 +111,7 @@ def _set_paused(job_key: str, paused: bool) -> None:
             f"{job_key} has a webhook secret the read model does not keep; "
             f"`schedules put` its full definition with paused: {str(paused).lower()}"
         )
-    job = JobDefinition.model_validate({**row.definition, "paused": paused})
+    job = JobDefinition.model_validate({**row.definition, "paused": paused, "paused_reason": None})
     version = max(now_us(), row.version + 1)
     [written] = Publisher(settings).put_jobs([job.with_version(version)])
     click.echo(f"{job_key} {'paused' if paused else 'resumed'} (version {written.version})")
