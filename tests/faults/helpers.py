@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
 from schedulerstream.codec import default_codec
+from schedulerstream.kafka.clients import base_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 from tests.support.procs import ProcessorProcess, settings_env
@@ -219,3 +226,134 @@ def report(case: str, **figures: Any) -> None:
     if target:
         with open(target, "a") as out:
             out.write(line + "\n")
+
+
+def uncommitted_run_ids(settings: Settings, idle_timeout: float = 2.0) -> Counter[str]:
+    """Every RunTriggered record on cron.runs, aborted transactions included (read_uncommitted):
+    what zombies and failed transactions produced but no read_committed reader ever sees."""
+    config = base_config(settings)
+    config.update(
+        {
+            "group.id": f"faults-uncommitted-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_uncommitted",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer = Consumer(config)
+    topic = settings.topic("runs")
+    found: Counter[str] = Counter()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        last = time.monotonic()
+        while time.monotonic() - last < idle_timeout:
+            batch = consumer.consume(500, 0.2)
+            for message in batch:
+                if message.error() is None and message.value() is not None:
+                    name, record = CODEC.decode(message.value())
+                    if name == "RunTriggered":
+                        found[record["run_id"]] += 1
+            if batch:
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return found
+
+
+_TASK_EVENT = re.compile(r" (assigned|revoked|lost) (.*)$|task (\d+) running: restored")
+
+
+def owned_partitions(log: str, topic_suffix: str) -> set[int]:
+    """Partitions whose task runs at the end of ``log`` (assigned and running, not since
+    revoked or lost), from the runtime's log lines; ``topic_suffix`` picks the input topic
+    whose assignment counts (e.g. ``runs`` or ``schedules``)."""
+    running: set[int] = set()
+    for line in log.splitlines():
+        match = _TASK_EVENT.search(line)
+        if match is None:
+            continue
+        if match.group(3) is not None:
+            running.add(int(match.group(3)))
+            continue
+        if match.group(1) == "assigned":
+            continue
+        for name in match.group(2).split(", "):
+            topic, _, rest = name.rpartition("[")
+            if topic.endswith(topic_suffix) and rest.rstrip("]").isdigit():
+                running.discard(int(rest.rstrip("]")))
+    return running
+
+
+def log_time(line: str) -> float:
+    """The wall-clock time (s since the epoch) of one processor log line."""
+    stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.timestamp()
+
+
+def first_line_after(log: str, needle: str, after: float) -> tuple[float, str] | None:
+    """The first line holding ``needle`` logged at or after wall-clock ``after``."""
+    for line in log.splitlines():
+        if needle in line and line[:4].isdigit() and log_time(line) >= after:
+            return log_time(line), line
+    return None
+
+
+class SocketWatch:
+    """Which local TCP ports a process holds to ``remote_port`` on 127.0.0.1, polled every
+    ``every`` s from /proc (fd symlinks → socket inodes → /proc/net/tcp): attributes the
+    requests a receiver records (by the client's port) to the process that sent them.
+    A request keeps its connection at least as long as the receiver takes to answer, and
+    aiohttp keeps it pooled afterwards, so a slow answer makes the poll miss nothing."""
+
+    def __init__(self, pid: int, remote_port: int, every: float = 0.05) -> None:
+        self.pid = pid
+        self.remote_port = remote_port
+        self.every = every
+        self.ports: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"socket-watch-{pid}", daemon=True)
+
+    def start(self) -> SocketWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> set[int]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.ports
+
+    def _inodes(self) -> set[str]:
+        found = set()
+        fd_dir = Path(f"/proc/{self.pid}/fd")
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            return found
+        for name in names:
+            try:
+                target = os.readlink(fd_dir / name)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                found.add(target[8:-1])
+        return found
+
+    def poll(self) -> None:
+        inodes = self._inodes()
+        if not inodes:
+            return
+        try:
+            table = Path(f"/proc/{self.pid}/net/tcp").read_text().splitlines()[1:]
+        except OSError:
+            return
+        for row in table:
+            fields = row.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if inode in inodes and int(remote.split(":")[1], 16) == self.remote_port:
+                self.ports.add(int(local.split(":")[1], 16))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self.every)
