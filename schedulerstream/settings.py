@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     tenant_concurrency: int = Field(default=50, ge=1)
     tenant_rate_per_s: float = Field(default=1000.0, gt=0)
     host_concurrency: int = Field(default=100, ge=1)  # attempts in flight per target host
+    worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
 
     @field_validator("topic_prefix")

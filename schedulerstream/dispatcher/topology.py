@@ -8,6 +8,11 @@ Delay topics: a retry record is held (its partition paused, ``TaskContext.hold``
 record timestamp plus the tier's delay, so no sleeping and no scan; then the run waits in its
 tenant queue for the rest of the wait (a tier's records carry waits from its delay up to the
 next tier's), due at ``retry_at``.
+
+Worker pools: an attempt is offered on ``work.<pool>`` inside the transaction that records it
+in flight, under a lease (``leases``); cron.worker-events (claimed, heartbeats, outcomes)
+extend or end the lease, ``punctuate`` expires the leases whose time passed, and a cancelled,
+replaced or expired attempt gets a cancel record on the same work topic.
 """
 
 from __future__ import annotations
@@ -19,13 +24,17 @@ from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
+from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
-from schedulerstream.kafka.topics import retry_tiers
+from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
 from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
 from schedulerstream.model import SqsTarget as SqsConfig
+from schedulerstream.model import WorkerTarget as WorkerConfig
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.topology import Topology
@@ -33,8 +42,10 @@ from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Target
 from schedulerstream.targets.http import HttpTarget
 from schedulerstream.targets.kafka import kafka_record
+from schedulerstream.targets.worker import cancel_value, decode_worker_event, offer_value
 
 log = logging.getLogger(__name__)
+JSON = b"application/json"
 
 
 class ContextOutput:
@@ -74,6 +85,9 @@ class DispatcherTopology(Topology):
         self.http = HttpTarget.from_settings(settings)
         self._sqs: Target[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
+        self.worker_events_topic = settings.topic("worker-events")
+        self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
+        self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
 
     @property
     def name(self) -> str:
@@ -81,7 +95,8 @@ class DispatcherTopology(Topology):
 
     @property
     def input_topics(self) -> Sequence[str]:
-        return (self.runs_topic, self.commands_topic, *self.tier_delay_us)
+        return (self.runs_topic, self.commands_topic, self.worker_events_topic,
+                *self.tier_delay_us)  # fmt: skip
 
     @property
     def changelog_topic(self) -> str:
@@ -102,6 +117,10 @@ class DispatcherTopology(Topology):
         if topic == self.runs_topic:
             self.logic.on_run(ctx.store, out, ctx.partition, message.value(), now)
             return
+        if topic == self.worker_events_topic:
+            event = decode_worker_event(key, message.value())
+            self.leases.on_event(ctx.store, out, ctx.partition, event, now)
+            return
         _, produced_ms = message.timestamp()
         release_us = produced_ms * 1000 + self.tier_delay_us[topic]
         if release_us > now:
@@ -119,19 +138,28 @@ class DispatcherTopology(Topology):
             assert done.outcome is not None
             self.logic.on_outcome(ctx.store, out, ctx.partition, done.run_id, done.attempt,
                                   done.outcome, now_us)  # fmt: skip
+        for lease in self.leases.expire(ctx.store, out, ctx.partition, now_us):
+            self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
 
     def on_running(self, ctx: TaskContext) -> None:
         """Attempts still running for this partition belong to state that was dropped."""
         self.executor.cancel_partition(ctx.partition)
         self._completed.pop(ctx.partition, None)
-        self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, ctx.now_us())
+        self.leases.stopped(ctx.partition)
+        now = ctx.now_us()
+
+        def adopt(run: RunRecord) -> bool:  # a worker may still be on it: keep its lease
+            return self.leases.adopt(ctx.store, ctx.partition, run, now)
+
+        self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
     def on_stopped(self, partition: int) -> None:
         """The partition moved away or is being rebuilt: its attempts must not go on here (the
         next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
         cancelled = self.executor.cancel_partition(partition)
         self._completed.pop(partition, None)
+        self.leases.stopped(partition)
         if cancelled:
             log.info("partition %d stopped: aborted %d attempts in flight", partition, cancelled)
 
@@ -146,7 +174,13 @@ class DispatcherTopology(Topology):
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Cancel):
-                self.executor.cancel(action.partition, action.run_id, action.attempt)
+                lease = self.leases.get(ctx.store, action.run_id)
+                if lease is not None and lease.attempt == action.attempt:
+                    self.leases.end(ctx.store, ctx.partition, lease)
+                    run = self.logic.load(ctx.store, action.run_id)
+                    self._tell_worker(ctx, lease, (run and run.last_error) or "cancelled")
+                else:
+                    self.executor.cancel(action.partition, action.run_id, action.attempt)
             else:
                 self._start(ctx, action)
 
@@ -163,8 +197,36 @@ class DispatcherTopology(Topology):
             ctx.produce(topic, key, value, None, list(headers))
             self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
         else:
-            reason = f"worker pool {config.pool!r}: this dispatcher does not offer worker runs"
-            self._settle(ctx, start, Outcome("refused", reason, False, 0))
+            self._offer(ctx, start, config)
+
+    def _offer(self, ctx: TaskContext, start: Start, config: WorkerConfig) -> None:
+        """Offer the attempt on the pool's topic (in this transaction) under a lease; the
+        Limits slot stays held until the lease ends."""
+        run = self.logic.load(ctx.store, start.delivery.run_id)
+        assert run is not None
+        try:
+            topic = self._work_topic(config.pool)
+        except SchedulerStreamError as exc:
+            reason = f"worker pool {config.pool!r}: no work topic ({exc})"
+            self._settle(ctx, start, Outcome("failed", reason, True, 0))
+            return
+        now = ctx.now_us()
+        lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
+        value = offer_value(start.delivery, config.pool, lease.lease_ms, now, run.deadline_us,
+                            ctx.partition)  # fmt: skip
+        ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)])
+
+    def _tell_worker(self, ctx: TaskContext, lease: Lease, reason: str) -> None:
+        """A cancel record for ``lease``'s attempt on its pool's topic."""
+        topic = self._work_topics.get(lease.pool) or self.settings.topic(f"work.{lease.pool}")
+        value = cancel_value(lease.run_id, lease.attempt, reason, ctx.partition)
+        ctx.produce(topic, lease.run_id.encode(), value, None)
+
+    def _work_topic(self, pool: str) -> str:
+        topic = self._work_topics.get(pool)
+        if topic is None:
+            topic = self._work_topics[pool] = ensure_work_topic(self.settings, pool).name
+        return topic
 
     def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
         """An attempt that ended as it started (Kafka, refused)."""
