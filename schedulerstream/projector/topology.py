@@ -1,11 +1,12 @@
 """The projector as a topology on the processor runtime (DESIGN.md §6).
 
 Inputs cron.schedules + cron.runs + cron.attempts (co-partitioned); state changelog
-``projector-state``. Each record is written to the read model (SQL) *before* its store
-writes and its cron.run-state records join the open transaction, so the SQL write always
-precedes the Kafka commit of the record's offset: a crash replays records, never skips them,
-and the idempotent upserts make the replay converge. cron.run-state is produced inside the
-runtime's transaction, on the record's partition.
+``projector-state``. ``process`` stages each record's read-model rows in its partition's
+``Batch``; ``pre_commit`` writes every partition's batch in one SQL transaction *before* the
+Kafka transaction commits the records' offsets: a crash replays records, never skips them,
+and the idempotent upserts make the replay converge. A failed write aborts the Kafka
+transaction (the records are processed again); a stopped task drops its unwritten batch.
+cron.run-state is produced inside the runtime's transaction, on the record's partition.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.projector import keys
+from schedulerstream.projector.batch import Batch, combine
 from schedulerstream.projector.events import RUN_EVENTS, decode_run_event
 from schedulerstream.projector.logic import Projection
 from schedulerstream.projector.staged import Staged
-from schedulerstream.readmodel import Changes, ReadModel, ReadModelUnavailable
+from schedulerstream.readmodel import (
+    Changes,
+    ReadModel,
+    ReadModelDataError,
+    ReadModelUnavailable,
+)
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
@@ -36,9 +44,8 @@ DEFAULT_KEEP_PER_JOB = 100
 class ReadModelDown(BaseException):
     """The read model stayed unwritable for the whole retry budget.
 
-    A BaseException on purpose: the runtime treats an ``Exception`` from ``process`` as a
-    poison record (rejected, skipped); this one stops the processor instead, after it
-    commits what was already written, so the record is processed again on restart.
+    A BaseException on purpose: the runtime aborts the open transaction and re-raises it,
+    so the processor stops and the batch's records are processed again on restart.
     """
 
 
@@ -71,6 +78,10 @@ class ProjectorTopology(Topology):
         self._changelog = changelog_topic or settings.topic("projector-state")
         self.codec = codec or default_codec()
         self.projection = Projection(self.codec, keep_per_job)
+        self._batches: dict[int, Batch] = {}
+        self.write_seconds = Histogram(DURATION_BUCKETS)  # one per SQL transaction
+        self.rows_written = 0
+        self.refused = 0  # records whose rows the database refused (sent to rejected)
 
     @property
     def name(self) -> str:
@@ -108,10 +119,40 @@ class ProjectorTopology(Topology):
             effects = self.projection.on_run_event(staged, event, message.offset())
         else:
             raise RejectedRecord(f"the projector does not read {topic}")
-        self.write(effects.changes)
         staged.apply()
         for run_id, state in effects.run_state.items():
             ctx.produce(self.run_state_topic, run_id.encode(), state, ctx.partition)
+        if not effects.changes.empty():
+            batch = self._batches.get(ctx.partition)
+            if batch is None:
+                batch = self._batches[ctx.partition] = Batch()
+            batch.add(message, effects.changes)
+
+    def pre_commit(self, contexts: Sequence[TaskContext]) -> None:
+        """Write the staged rows of every committing partition in one SQL transaction.
+
+        If the database refuses a value, the records are written one by one and each refused
+        one goes to the rejected topic (its store state and cron.run-state stay applied)."""
+        staged = [
+            (ctx, batch) for ctx in contexts if (batch := self._batches.pop(ctx.partition, None))
+        ]
+        if not staged:
+            return
+        try:
+            for changes in combine(batch for _, batch in staged):
+                self.write(changes)
+        except ReadModelDataError as exc:
+            log.warning("read model refused a batch (%s); writing its records one by one", exc)
+            for ctx, batch in staged:
+                for message, changes in batch.records:
+                    try:
+                        self.write(changes)
+                    except ReadModelDataError as refused:
+                        self.refused += 1
+                        ctx.reject(message, str(refused))
+
+    def on_stopped(self, partition: int) -> None:
+        self._batches.pop(partition, None)  # not written: its records are processed again
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         return None  # nothing is time-driven: every change comes from an input record
@@ -138,7 +179,13 @@ class ProjectorTopology(Topology):
         delay = 0.05
         while True:
             try:
+                began = time.perf_counter()
                 self.read_model.apply(changes)
+                self.write_seconds.observe(time.perf_counter() - began)
+                self.rows_written += (
+                    len(changes.runs) + len(changes.attempts) + len(changes.jobs)
+                    + len(changes.deleted_runs)
+                )  # fmt: skip
                 return
             except ReadModelUnavailable as exc:
                 if time.monotonic() + delay > deadline:

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import FencedError, StateError
 from schedulerstream.kafka import clients
+from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
 from schedulerstream.runtime.context import TaskContext, rejected_output
@@ -37,7 +38,9 @@ from schedulerstream.settings import Settings
 log = logging.getLogger(__name__)
 
 StateListener = Callable[[int, TaskState], None]
+Sampler = Callable[[list[TaskContext]], None]
 SETTLE_RETRY_S = 0.2
+SAMPLE_INTERVAL_S = 5.0
 
 
 class Processor:
@@ -74,6 +77,11 @@ class Processor:
             ),
             0,
         )  # fmt: skip
+        self.commit_seconds = Histogram(DURATION_BUCKETS)  # of the commits that succeeded
+        self.lag: dict[tuple[str, int], int] = {}  # owned input partition → records behind
+        # called on the loop thread every SAMPLE_INTERVAL_S with the RUNNING tasks' contexts
+        self.samplers: list[Sampler] = []
+        self._next_sample = 0.0
         self._batch = batch_size
         self._restore_chunk = restore_chunk
         self._timeout_s = timeout_s
@@ -197,7 +205,37 @@ class Processor:
             self._next_tick = now + self._tick_s
         if now >= self._next_commit:
             self._commit_now()
+        if now >= self._next_sample:
+            self._sample()
+            self._next_sample = now + SAMPLE_INTERVAL_S
         self._txn.poll()
+
+    def _sample(self) -> None:
+        """Consumer lag of the RUNNING tasks' inputs (high watermark from the last fetch minus
+        the position: local, no request), then the samplers."""
+        consumer = self._require_consumer()
+        running = [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
+        lag: dict[tuple[str, int], int] = {}
+        try:
+            tps = [tp for task in running for tp in self._input_tps(task.partition)]
+            positions = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(tps)}
+            for task in running:
+                for topic, offset in task.input_offsets.items():
+                    _, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, task.partition), cached=True
+                    )
+                    if high >= 0:
+                        position = max(offset, positions.get((topic, task.partition), -1))
+                        lag[(topic, task.partition)] = max(0, high - position)
+        except KafkaException as exc:
+            log.debug("lag sample failed: %s", exc)
+        self.lag = lag
+        contexts = [self._contexts[t.partition] for t in running if t.partition in self._contexts]
+        for sampler in self.samplers:
+            try:
+                sampler(contexts)
+            except Exception:
+                log.exception("sampler failed")
 
     def _commit_now(self) -> None:
         self.commit()
@@ -206,13 +244,17 @@ class Processor:
     def commit(self) -> bool:
         """Commit the current transaction; True when something was committed.
 
-        (0) produce each RUNNING task's logged overlay entries to its changelog partition,
-        (1) flush the producer: every output and changelog record is acknowledged,
-        (2) send_offsets_to_transaction with the positions of the owned input partitions
+        (0) ``topology.pre_commit`` with every RUNNING task's context (writes outside Kafka,
+            e.g. the projector's SQL batch) and produce what it produced,
+        (1) produce each RUNNING task's logged overlay entries to its changelog partition,
+        (2) flush the producer: every output and changelog record is acknowledged,
+        (3) send_offsets_to_transaction with the positions of the owned input partitions
             and FRESH group metadata (a zombie's stale generation/epoch is refused here),
-        (3) commit_transaction,
-        (4) write each task's overlay and its changelog offset in one local WriteBatch.
-        Any failure in (0)-(3) goes to ``_recover``; nothing local was written.
+        (4) commit_transaction,
+        (5) write each task's overlay and its changelog offset in one local WriteBatch.
+        Any failure in (0)-(4) goes to ``_recover`` (a BaseException from (0) is re-raised
+        after it); nothing local was written. (0) precedes (4): an external write is never
+        behind the committed offsets, and a crash in between replays its records.
         """
         if not self._dirty:
             return False
@@ -220,12 +262,15 @@ class Processor:
         if not running:
             self._recover(TransactionFailed(Failure.ABORTABLE, "no running task to commit"))
             return False
+        started = time.perf_counter()
+        if not self._pre_commit(running):  # (0)
+            return False
         try:
-            for task in running:  # (0)
+            for task in running:  # (1)
                 self.metrics["changelog_records"] += capture(
                     task, self._txn, self.topology.changelog_topic
                 )
-            self._txn.flush()  # (1)
+            self._txn.flush()  # (2)
             failed = [t.changelog_error for t in running if t.changelog_error]
             if failed:
                 raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
@@ -235,19 +280,40 @@ class Processor:
                 for topic, offset in task.input_offsets.items()
             ]
             metadata = self._require_consumer().consumer_group_metadata()
-            self._txn.send_offsets(offsets, metadata)  # (2)
+            self._txn.send_offsets(offsets, metadata)  # (3)
             faults.reached("before-commit")
             faults.reached("during-commit")
-            self._txn.commit()  # (3)
+            self._txn.commit()  # (4)
         except (KafkaException, TransactionFailed) as exc:
             self._recover(classify(exc))
             return False
         faults.reached("before-local")
-        for task in running:  # (4)
+        for task in running:  # (5)
             self._write_local(task)
         faults.reached("after-local")
         self._dirty = False
         self.metrics["commits"] += 1
+        self.commit_seconds.observe(time.perf_counter() - started)
+        return True
+
+    def _pre_commit(self, running: list[Task]) -> bool:
+        """Step (0) of ``commit``; False (transaction aborted) when ``pre_commit`` failed."""
+        contexts = [self._contexts[t.partition] for t in running if t.partition in self._contexts]
+        try:
+            self.topology.pre_commit(contexts)
+            for ctx in contexts:
+                for output in ctx.take_outputs():
+                    self._txn.produce(output)
+        except KafkaException as exc:
+            self._recover(classify(exc))
+            return False
+        except Exception as exc:
+            log.warning("pre_commit failed: %s: %s", type(exc).__name__, exc)
+            self._recover(TransactionFailed(Failure.ABORTABLE, f"pre_commit: {exc}"))
+            return False
+        except BaseException:
+            self._recover(TransactionFailed(Failure.ABORTABLE, "pre_commit interrupted"))
+            raise
         return True
 
     # -- commit helpers -----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A topology names its consumer group, its co-partitioned input topics and its compacted
 changelog topic, and handles callbacks for one task (one partition) at a time. Subclass it
-explicitly to inherit the default ``restore_record``, ``punctuate`` and ``on_running``.
+explicitly to inherit the default ``restore_record``, ``punctuate``, ``on_running``,
+``on_stopped`` and ``pre_commit``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,18 @@ class Topology(Protocol):
         """Called once the task has restored and before its first record."""
         return None
 
+    def pre_commit(self, contexts: Sequence[TaskContext]) -> None:
+        """Called once per commit, before the Kafka transaction commits, with the context of
+        every RUNNING task: write what ``process`` staged outside Kafka (one batch) here.
+
+        It may produce (``ctx.produce``, ``ctx.reject``); its records join the transaction.
+        Raising aborts the transaction: every record since the last commit is processed
+        again, so what is written here must be an idempotent function of those records.
+        """
+        return None
+
     def on_stopped(self, partition: int) -> None:
         """The task of ``partition`` stopped running (revoked, lost, closed, or suspended to
-        rebuild from its changelog): stop anything it started outside the runtime."""
+        rebuild from its changelog): stop anything it started outside the runtime and drop
+        what it staged for ``pre_commit`` (those records will be processed again)."""
         return None
