@@ -19,6 +19,7 @@ from schedulerstream.cli import (
     schedules_cmd,
     tenants_cmd,
     topics_cmd,
+    worker_cmd,
 )
 from schedulerstream.errors import SchedulerStreamError
 
@@ -53,3 +54,4 @@ main.add_command(api_cmd.api)
 main.add_command(tenants_cmd.tenants)
 main.add_command(jobs_cmd.jobs)
 main.add_command(jobs_cmd.backfill)
+main.add_command(worker_cmd.worker)

@@ -204,13 +204,13 @@ class DispatcherTopology(Topology):
         Limits slot stays held until the lease ends."""
         run = self.logic.load(ctx.store, start.delivery.run_id)
         assert run is not None
+        now = ctx.now_us()
         try:
-            topic = self._work_topic(config.pool)
+            topic = self._work_topic(config.pool)  # created (a blocking call) on first use
         except SchedulerStreamError as exc:
             reason = f"worker pool {config.pool!r}: no work topic ({exc})"
             self._settle(ctx, start, Outcome("failed", reason, True, 0))
             return
-        now = ctx.now_us()
         lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
         value = offer_value(start.delivery, config.pool, lease.lease_ms, now, run.deadline_us,
                             ctx.partition)  # fmt: skip

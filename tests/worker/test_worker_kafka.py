@@ -1,0 +1,137 @@
+"""Worker pools end to end on the real broker: the dispatcher topology on the runtime (in this
+process), workers in this process and as ``schedulerstream worker`` processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schedulerstream.partitioner import partition_for_job_key
+from schedulerstream.settings import Settings
+from schedulerstream.targets.worker import WorkerEvent
+from tests.dispatcher.support import wait_for
+from tests.worker.apps import started
+from tests.worker.support import (
+    FAST_RETRY,
+    Runs,
+    WorkerProcess,
+    dispatcher_thread,
+    events_of,
+    now_us,
+    records,
+    worker_job,
+    worker_thread,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
+    topo: Settings, tmp_path: Path
+) -> None:
+    settings = topo.model_copy(update={"worker_lease_ms": 3000})
+    runs = Runs(settings)
+    home = partition_for_job_key("acme/x", settings.partitions)
+    runs.produce("worker-events", b"acme/x@1", b"{not json", "acme/x")
+    runs.produce("worker-events", b"acme/x@1",
+                 b'{"kind":"bogus","run_id":"acme/x@1","attempt":1}', "acme/x")  # fmt: skip
+    bad_partition = WorkerEvent("heartbeat", "acme/x@1", 1, "w9", 0).to_bytes()
+    runs.produce("worker-events", b"acme/x@1", bad_partition, "acme/x",
+                 partition=(home + 1) % settings.partitions)  # fmt: skip
+    definition = worker_job("hello", timeout=30)
+    with dispatcher_thread(settings) as dispatcher, worker_thread(settings, worker_id="w1"):
+        rid = runs.trigger(definition, {"sleep": 1.2, "marker": str(tmp_path)})
+        assert events_of(settings, rid, "succeeded") == [
+            ("accepted", 0), ("started", 1), ("succeeded", 1),
+        ]  # fmt: skip
+        assert dispatcher.leases.counters["claimed"] == 1
+        assert dispatcher.leases.counters["heartbeat"] >= 1  # every lease/3 = 1 s
+    [offer] = records(settings, "work.p", rid)
+    partition = partition_for_job_key(definition.key, settings.partitions)
+    assert offer["kind"] == "offer" and offer["attempt"] == 1 and offer["pool"] == "p"
+    assert offer["payload"] == {"sleep": 1.2, "marker": str(tmp_path)}
+    assert offer["lease_ms"] == 3000 and offer["dispatcher_partition"] == partition
+    assert offer["deadline_at_us"] - offer["offered_at_us"] == pytest.approx(30e6, abs=1e6)
+    events = records(settings, "worker-events", rid)
+    assert {e["_partition"] for e in events} == {partition}
+    assert events[0]["kind"] == "claimed" and events[-1]["kind"] == "succeeded"
+    assert events[-1]["worker"] == "w1" and events[-1]["reason"] == "done in 1"
+    rejected = records(settings, "rejected")
+    reasons = sorted(r["_headers"]["rejected.reason"].decode() for r in rejected)
+    assert len(reasons) == 3, reasons
+    assert "belongs on partition" in reasons[0]
+    assert "worker event is not JSON" in reasons[1]
+    assert "worker event kind 'bogus'" in reasons[2]
+
+
+def test_cancellation_reaches_running_sync_and_async_handlers(
+    topo: Settings, tmp_path: Path
+) -> None:
+    settings = topo.model_copy(update={"worker_lease_ms": 3000})
+    runs = Runs(settings)
+    sync_job, async_job = worker_job("stuck"), worker_job("async-job")
+    payload = {"sleep": 60, "marker": str(tmp_path)}
+    with (
+        dispatcher_thread(settings) as dispatcher,
+        worker_thread(settings, worker_id="w1", concurrency=2) as worker,
+    ):
+        ids = [runs.trigger(sync_job, payload), runs.trigger(async_job, payload)]
+        wait_for(lambda: all(started(tmp_path, r, 1) for r in ids), 30, "both handlers")
+        runs.cancel(sync_job, ids[0])
+        runs.cancel(async_job, ids[1])
+        wait_for(lambda: all(started(tmp_path, r, 1, "cancelled") for r in ids), 30,
+                 "both handlers to see the cancel")  # fmt: skip
+        for rid in ids:
+            assert events_of(settings, rid, "cancelled")[-1] == ("cancelled", 1)
+        assert worker.counters["cancelled"] == 2 and worker.running == []
+        assert dispatcher.limits.in_flight == 0
+    for rid in ids:
+        cancel = records(settings, "work.p", rid)[-1]
+        assert cancel["kind"] == "cancel" and cancel["attempt"] == 1
+        assert cancel["reason"] == "by test"
+        assert [e["kind"] for e in records(settings, "worker-events", rid)][-1] != "succeeded"
+
+
+def test_a_killed_worker_loses_its_lease_and_a_second_worker_finishes_attempt_2(
+    topo: Settings, tmp_path: Path
+) -> None:
+    settings = topo.model_copy(update={"worker_lease_ms": 2000})
+    runs = Runs(settings)
+    # classic protocol and a 2 s session: the dead member's partitions move on quickly
+    group = {"group_protocol": "classic", "session_timeout_ms": 2000}
+    definition = worker_job("crashy", timeout=60, retry=FAST_RETRY)
+    first = WorkerProcess(settings, "w1", tmp_path, **group)
+    second = WorkerProcess(settings, "w2", tmp_path, **group)
+    with dispatcher_thread(settings) as dispatcher:
+        try:
+            first.start().wait_for_log("assigned")
+            rid = runs.trigger(definition, {"sleep_first": 60, "marker": str(tmp_path)})
+            wait_for(lambda: started(tmp_path, rid, 1), 30, "attempt 1 to start", every=0.1)
+            second.start().wait_for_log("ready")
+            first.kill()  # kill -9 mid-handler
+            events = events_of(settings, rid, "succeeded", timeout=60)
+            assert events == [
+                ("accepted", 0), ("started", 1), ("lease_expired", 1), ("retry_scheduled", 1),
+                ("started", 2), ("succeeded", 2),
+            ]  # fmt: skip
+            assert started(tmp_path, rid, 2, "done")
+            [done] = [
+                e for e in records(settings, "worker-events", rid) if e["kind"] == "succeeded"
+            ]
+            assert (done["worker"], done["attempt"]) == ("w2", 2)
+            # a late completion (and heartbeat) of attempt 1 is ignored
+            fenced = dispatcher.leases.counters["fenced"]
+            runs.worker_event(WorkerEvent("heartbeat", rid, 1, "w1", now_us()))
+            runs.worker_event(WorkerEvent("succeeded", rid, 1, "w1", now_us()))
+            wait_for(lambda: dispatcher.leases.counters["fenced"] >= fenced + 2, 20,
+                     "the late events to be fenced", every=0.1)  # fmt: skip
+            assert events_of(settings, rid, "succeeded") == events
+        finally:
+            for worker in (first, second):
+                if worker.process is not None and worker.process.poll() is None:
+                    worker.stop()
+    cancels = [r for r in records(settings, "work.p", rid) if r["kind"] == "cancel"]
+    assert [(c["attempt"], c["reason"]) for c in cancels] == [
+        (1, "the lease ran out: the run is no longer yours")
+    ]
