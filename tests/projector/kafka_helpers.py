@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from schedulerstream.kafka import clients
@@ -51,7 +52,15 @@ def create_changelog(settings: Settings, logical: str) -> str:
     topic = NewTopic(name, settings.partitions, 1, config={"cleanup.policy": "compact"})
     admin = AdminClient(clients.base_config(settings))
     admin.create_topics([topic])[name].result(30)
-    return name
+    deadline = time.monotonic() + 30
+    while True:  # until every broker's metadata has it (the processor describes it first)
+        try:
+            admin.describe_topics(TopicCollection([name]))[name].result(10)
+            return name
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def run_state(settings: Settings) -> tuple[dict[str, dict[str, Any]], int]:

@@ -15,6 +15,7 @@ from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.projector.topology import ProjectorTopology, ReadModelDown
 from schedulerstream.readmodel import (
     Changes,
+    ReadModelDataError,
     ReadModelUnavailable,
     SqlReadModel,
     open_read_model,
@@ -237,6 +238,45 @@ def test_an_unavailable_read_model_stops_the_projector_without_skipping(
         assert detail is not None and detail.run.status == "pending"
     latest, _ = run_state(topo)
     assert latest[rid]["status"] == "pending"
+
+
+@SQLITE_ONLY
+def test_a_refused_value_rejects_its_records_and_the_rest_of_the_batch_is_written(
+    topo: Settings, backend: str
+) -> None:
+    feed = Feed(topo)
+    bad, good = run_id("acme/backup", T0), run_id("acme/backup", T0 + MINUTE)
+    for rid, instant in ((bad, T0), (good, T0 + MINUTE)):
+        feed.event(triggered(rid, instant))
+        feed.event(attempt(rid, "started", 1, instant + 5))
+    feed.flush()
+    with open_read_model(topo) as model:
+        processor = Processor(topo, ProjectorTopology(topo, Refusing(model, bad)))
+        processor.start()
+        drain(processor, topo)
+        processor.close()
+        assert model.get_run("acme", bad) is None
+        detail = model.get_run("acme", good)
+        assert detail is not None and [a.kind for a in detail.attempts] == ["started"]
+    rejected = read_all(topo, "rejected")
+    assert sorted(m.key() for m in rejected) == [bad.encode(), bad.encode()]
+    assert all(b"refused" in dict(m.headers())["rejected.reason"] for m in rejected)
+
+
+class Refusing:
+    """A read model that refuses every write holding one run (as a value PostgreSQL rejects)."""
+
+    def __init__(self, model: SqlReadModel, run: str) -> None:
+        self.model = model
+        self.run = run
+
+    def apply(self, changes: Changes) -> None:
+        if self.run in changes.runs or any(a.run_id == self.run for a in changes.attempts):
+            raise ReadModelDataError(f"read model refused a write: {self.run} (test)")
+        self.model.apply(changes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
 
 
 class Outage:
