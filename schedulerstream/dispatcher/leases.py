@@ -164,8 +164,10 @@ class WorkerLeases:
 
     def adopt(self, store: StateStore, partition: int, run: RunRecord, now_us: int) -> bool:
         """On restart: keep ``run`` in flight when a lease of its attempt exists (a worker may
-        be on it; an expired one ends through ``expire`` on the next tick, with the worker's
-        last heartbeat in the reason) and hold its Limits slot again."""
+        be on it) and hold its Limits slot again. The lease gets one more ``lease_ms`` from
+        now (never past the deadline): the heartbeats sent while no dispatcher read them are
+        still in the topic, behind this moment; a dead worker's lease expires one lease later.
+        """
         lease = self.get(store, run.run_id)
         if lease is None:
             return False
@@ -173,6 +175,11 @@ class WorkerLeases:
             store.delete(index_key(lease.until_us, lease.run_id))
             store.delete(lease_key(lease.run_id))
             return False
+        grace = min(now_us + lease.lease_ms * 1000, lease.deadline_us)
+        if grace > lease.until_us:
+            store.delete(index_key(lease.until_us, lease.run_id))
+            lease.until_us = grace
+            self._save(store, lease)
         if self.limits.acquire(run.tenant, now_us, None):
             self._slots.setdefault(partition, {})[run.run_id] = run.tenant
         else:

@@ -129,7 +129,7 @@ def test_a_worker_failure_is_retried_unless_it_says_not_to() -> None:
     assert pool.h.limits.in_flight == 0
 
 
-def test_a_restart_keeps_runs_a_worker_holds_and_expires_the_others_later() -> None:
+def test_a_restart_keeps_runs_a_worker_holds_and_expires_the_silent_ones_a_lease_later() -> None:
     pool = Pool(retry={"max_attempts": 3, "initial_backoff": 1, "max_backoff": 1})
     held, lost = pool.trigger(0), pool.trigger(1)
     pool.event("claimed", held, 1)
@@ -143,7 +143,10 @@ def test_a_restart_keeps_runs_a_worker_holds_and_expires_the_others_later() -> N
     pool.h.logic.on_running(pool.h.store, pool.h, 0, pool.h.now, adopt=pool.adopt_fn())
     assert pool.h.limits.by_tenant["acme"] == 2  # both slots held again
     assert not pool.h.kinds("failed")  # nothing was re-dispatched as "outcome unknown"
-    assert pool.expire(1) == [lost]  # its lease ran out while the dispatcher was down
+    assert pool.expire(LEASE_MS / 1000 - 0.1) == []  # one lease of grace: the heartbeats
+    assert pool.event("heartbeat", held, 1)  # sent while no dispatcher read them come now
+    assert pool.expire(0.1) == [lost]
+    assert "no heartbeat from worker w1 since" in pool.h.kinds("lease_expired")[0]["reason"]
     assert pool.event("succeeded", held, 1)
     assert pool.h.events(held)[-1] == ("succeeded", 1)
     assert pool.h.limits.in_flight == 0

@@ -3,6 +3,7 @@ process), workers in this process and as ``schedulerstream worker`` processes.""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,15 @@ def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
     definition = worker_job("hello", timeout=30)
     with dispatcher_thread(settings) as dispatcher, worker_thread(settings, worker_id="w1"):
         rid = runs.trigger(definition, {"sleep": 1.2, "marker": str(tmp_path)})
+        failing = runs.trigger(worker_job("fails", retry=FAST_RETRY), {"fail": "bad input"})
         assert events_of(settings, rid, "succeeded") == [
             ("accepted", 0), ("started", 1), ("succeeded", 1),
         ]  # fmt: skip
-        assert dispatcher.leases.counters["claimed"] == 1
+        # JobFailed(retryable=False): failed once, not retried
+        assert events_of(settings, failing, "failed") == [
+            ("accepted", 0), ("started", 1), ("failed", 1),
+        ]  # fmt: skip
+        assert dispatcher.leases.counters["claimed"] == 2
         assert dispatcher.leases.counters["heartbeat"] >= 1  # every lease/3 = 1 s
     [offer] = records(settings, "work.p", rid)
     partition = partition_for_job_key(definition.key, settings.partitions)
@@ -135,3 +141,24 @@ def test_a_killed_worker_loses_its_lease_and_a_second_worker_finishes_attempt_2(
     assert [(c["attempt"], c["reason"]) for c in cancels] == [
         (1, "the lease ran out: the run is no longer yours")
     ]
+
+
+@pytest.mark.slow
+def test_a_dispatcher_restart_keeps_a_run_its_worker_is_still_on(
+    topo: Settings, tmp_path: Path
+) -> None:
+    settings = topo.model_copy(update={"worker_lease_ms": 2000})
+    runs = Runs(settings)
+    definition = worker_job("long", timeout=60, retry=FAST_RETRY)
+    with worker_thread(settings, worker_id="w1") as worker:
+        with dispatcher_thread(settings):
+            rid = runs.trigger(definition, {"sleep": 8, "marker": str(tmp_path)})
+            wait_for(lambda: started(tmp_path, rid, 1), 30, "the handler", every=0.1)
+        time.sleep(3)  # down longer than a lease: heartbeats pile up unread
+        with dispatcher_thread(settings) as again:
+            assert again.leases.counters["adopted"] == 1
+            assert again.limits.in_flight == 1  # the worker run holds its slot again
+            events = events_of(settings, rid, "succeeded", timeout=30)
+            assert events == [("accepted", 0), ("started", 1), ("succeeded", 1)]
+            assert worker.counters["claimed"] == 1 and again.leases.counters["expired"] == 0
+            wait_for(lambda: again.limits.in_flight == 0, 5, "the slot back", every=0.1)
