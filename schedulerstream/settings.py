@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     host_concurrency: int = Field(default=100, ge=1)  # attempts in flight per target host
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
+    # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
 
     @field_validator("topic_prefix")
     @classmethod

@@ -1,4 +1,5 @@
-"""``schedulerstream scheduler`` (and later dispatcher, projector): run one processor."""
+"""``schedulerstream scheduler`` and ``dispatcher`` (and the projector's command): run one
+processor, with its /metrics endpoint when ``SCHEDULERSTREAM_METRICS_PORT`` is set."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.kafka.topics import wait_for_topics
 from schedulerstream.logs import configure_logging
+from schedulerstream.observability.exporter import serve
 from schedulerstream.runtime import Processor, install_signal_handlers
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.scheduler.topology import SchedulerTopology
@@ -23,11 +25,16 @@ def run_processor(settings: Settings, topology: Topology) -> None:
     wait_for_topics(settings, [*topology.input_topics, topology.changelog_topic])
     processor = Processor(settings, topology)
     install_signal_handlers(processor)
+    exporter = serve(settings, processor)  # /metrics when SCHEDULERSTREAM_METRICS_PORT is set
     log.info(
         "processor=%s instance=%s group=%s ready",
         topology.name, settings.instance_id, processor.group_id,
     )  # fmt: skip
-    processor.run()
+    try:
+        processor.run()
+    finally:
+        if exporter is not None:
+            exporter.close()
     log.info("processor=%s instance=%s stopped", topology.name, settings.instance_id)
 
 

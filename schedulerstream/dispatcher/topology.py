@@ -35,6 +35,7 @@ from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
 from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
+from schedulerstream.observability.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.topology import Topology
@@ -82,6 +83,7 @@ class DispatcherTopology(Topology):
             settings.instance_id,
         )
         self.executor = executor or Executor()
+        self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
         self.http = HttpTarget.from_settings(settings)
         self._sqs: Target[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
@@ -185,6 +187,9 @@ class DispatcherTopology(Topology):
                 self._start(ctx, action)
 
     def _start(self, ctx: TaskContext, start: Start) -> None:
+        if start.delivery.attempt == 1 and start.delivery.trigger != "backfill":
+            lateness_us = ctx.now_us() - start.delivery.scheduled_at_us
+            self.dispatch_lateness.observe(lateness_us / 1e6)
         config = start.target
         if isinstance(config, HttpConfig):
             self.executor.submit(start.partition, start.tenant, start.delivery, self.http, config,

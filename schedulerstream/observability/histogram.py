@@ -11,7 +11,9 @@ from collections.abc import Iterable, Sequence
 
 # seconds: commit and write durations
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# seconds, negative = ahead of the scheduled instant (runs are emitted up to the lookahead early)
+# seconds, negative = ahead of the scheduled instant (runs are emitted up to the lookahead early).
+# The Prometheus exposition of a histogram with negative buckets has no _sum and _count
+# (OpenMetrics): the +Inf bucket is the count, histogram_quantile works on the buckets.
 LATENESS_BUCKETS = (
     -5.0, -2.0, -1.0, -0.5, -0.25, -0.1, 0.0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0, 60.0, 300.0, 3600.0,

@@ -8,6 +8,7 @@ from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.observability.lateness import TriggerLateness
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore
@@ -56,6 +57,7 @@ class SchedulerTopology(Topology):
             due_batch=settings.due_batch,
             backfill_chunk=settings.backfill_chunk,
         )
+        self.trigger_lateness = TriggerLateness(self.logic.codec, settings.topic("runs"))
 
     @property
     def name(self) -> str:
@@ -92,10 +94,13 @@ class SchedulerTopology(Topology):
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         out = ContextOutput(ctx)
+        backfilled = self.logic.counters.by_trigger.get("backfill", 0)
         deadline = time.monotonic() + PUNCTUATE_BUDGET_S
         while self.logic.on_tick(ctx.store, out, ctx.partition, now_us):
             if time.monotonic() > deadline:
                 break
+        backfills = self.logic.counters.by_trigger.get("backfill", 0) != backfilled
+        self.trigger_lateness.observe(ctx.outputs, now_us, backfills)  # metrics
 
     def on_running(self, ctx: TaskContext) -> None:
         return None
