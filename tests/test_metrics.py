@@ -10,9 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from schedulerstream.kafka import topics
+from schedulerstream.kafka import clients, topics
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
@@ -98,3 +99,58 @@ def test_a_scheduler_process_exports_its_metrics(kafka_settings: Settings, tmp_p
     }
     assert all(0 <= v < 10 for _, v in lags)
     assert value(samples, "schedulerstream_tasks", state="running") == settings.partitions
+
+
+def test_dispatcher_and_projector_processes_export_theirs(
+    kafka_settings: Settings, tmp_path: Path
+) -> None:
+    settings = kafka_settings
+    topics.apply(settings)
+    out = settings.topic("out")
+    admin = AdminClient(clients.base_config(settings))
+    admin.create_topics([NewTopic(out, settings.partitions, 1)])[out].result(30)
+    ports = {name: free_port() for name in ("scheduler", "dispatcher", "projector")}
+    procs = {
+        name: ProcessorProcess(
+            settings, name, "m1", tmp_path, metrics_port=port, metrics_host="127.0.0.1"
+        ).start()
+        for name, port in ports.items()
+    }
+    try:
+        for proc in procs.values():
+            proc.wait_for_log(" running: restored", timeout=120, count=settings.partitions)
+        target = {"type": "kafka", "topic": out}
+        jobs = [
+            JobDefinition.model_validate(
+                {"tenant": "acme", "job_id": f"job-{i}", "schedule": {"every": 1}, "target": target}
+            )
+            for i in range(4)
+        ]
+        Publisher(settings).put_jobs(jobs)
+        deadline = time.monotonic() + 90
+        while True:
+            dispatcher, projector = scrape(ports["dispatcher"]), scrape(ports["projector"])
+            finished = dispatcher.get("schedulerstream_runs_finished_total", [])
+            rows = projector.get("schedulerstream_readmodel_rows_written_total", [])
+            if sum(v for _, v in finished) >= 8 and rows and rows[0][1] >= 8:
+                break
+            assert time.monotonic() < deadline, (finished, rows)
+            assert all(p.alive() for p in procs.values()), [p.log()[-2000:] for p in procs.values()]
+            time.sleep(0.5)
+    finally:
+        for proc in procs.values():
+            assert proc.stop() == 0, proc.log()[-3000:]
+    assert value(dispatcher, "schedulerstream_runs_finished_total", outcome="succeeded") >= 8
+    assert value(dispatcher, "schedulerstream_runs_skipped_total") == 0
+    assert value(dispatcher, "schedulerstream_attempts_started_total") >= 8
+    assert value(dispatcher, "schedulerstream_runs_accepted_total") >= 8
+    lateness = "schedulerstream_dispatch_lateness_seconds_bucket"
+    count = value(dispatcher, lateness, le="+Inf")
+    assert count >= 8
+    assert value(dispatcher, lateness, le="5.0") == count  # started on time, not seconds late
+    assert value(dispatcher, lateness, le="-1.0") == 0  # never before the scheduled instant
+    assert value(dispatcher, "schedulerstream_commits_total", processor="dispatcher") >= 1
+    writes = value(projector, "schedulerstream_readmodel_write_seconds_count")
+    assert writes >= 1
+    assert value(projector, "schedulerstream_readmodel_refused_records_total") == 0
+    assert value(projector, "schedulerstream_records_processed_total", processor="projector") >= 8
