@@ -209,7 +209,7 @@ class DispatcherTopology(Topology):
         Limits slot stays held until the lease ends."""
         run = self.logic.load(ctx.store, start.delivery.run_id)
         assert run is not None
-        now = ctx.now_us()
+        now = run.deadline_us - round(start.delivery.deadline * 1e6)  # the attempt's start
         try:
             topic = self._work_topic(config.pool)  # created (a blocking call) on first use
         except SchedulerStreamError as exc:

@@ -227,7 +227,11 @@ class WorkerRunner:
         if len(self._cancelled) > REMEMBERED_CANCELS:
             self._cancelled.popitem(last=False)
         running = self._running.get(cancel.run_id)
-        if running is not None and running.offer.attempt == cancel.attempt:
+        if (
+            running is not None
+            and running.offer.attempt == cancel.attempt
+            and not running.job.is_cancelled()  # e.g. its deadline passed here first
+        ):
             self.counters["cancelled"] += 1
             log.info("cancelled run=%s attempt=%d: %s", cancel.run_id, cancel.attempt,
                      cancel.reason)  # fmt: skip

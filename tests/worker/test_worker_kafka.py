@@ -11,7 +11,7 @@ import pytest
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.settings import Settings
 from schedulerstream.targets.worker import WorkerEvent
-from tests.dispatcher.support import wait_for
+from tests.dispatcher.support import attempt_events, wait_for
 from tests.worker.apps import started
 from tests.worker.support import (
     FAST_RETRY,
@@ -71,27 +71,36 @@ def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
     assert "worker event kind 'bogus'" in reasons[2]
 
 
-def test_cancellation_reaches_running_sync_and_async_handlers(
+def test_cancellation_and_the_deadline_reach_running_sync_and_async_handlers(
     topo: Settings, tmp_path: Path
 ) -> None:
     settings = topo.model_copy(update={"worker_lease_ms": 3000})
     runs = Runs(settings)
     sync_job, async_job = worker_job("stuck"), worker_job("async-job")
+    short = worker_job("short", timeout=2, retry={"max_attempts": 1})
     payload = {"sleep": 60, "marker": str(tmp_path)}
     with (
         dispatcher_thread(settings) as dispatcher,
-        worker_thread(settings, worker_id="w1", concurrency=2) as worker,
+        worker_thread(settings, worker_id="w1", concurrency=3) as worker,
     ):
         ids = [runs.trigger(sync_job, payload), runs.trigger(async_job, payload)]
+        late = runs.trigger(short, payload)
         wait_for(lambda: all(started(tmp_path, r, 1) for r in ids), 30, "both handlers")
         runs.cancel(sync_job, ids[0])
         runs.cancel(async_job, ids[1])
-        wait_for(lambda: all(started(tmp_path, r, 1, "cancelled") for r in ids), 30,
-                 "both handlers to see the cancel")  # fmt: skip
+        wait_for(lambda: all(started(tmp_path, r, 1, "cancelled") for r in [*ids, late]), 30,
+                 "the handlers to see the cancel and the deadline")  # fmt: skip
         for rid in ids:
             assert events_of(settings, rid, "cancelled")[-1] == ("cancelled", 1)
-        assert worker.counters["cancelled"] == 2 and worker.running == []
+        assert events_of(settings, late, "dead_lettered")[-2:] == [
+            ("timed_out", 1), ("dead_lettered", 1),
+        ]  # fmt: skip
+        # the deadline: seen by the worker itself or by the dispatcher's cancel, whichever first
+        assert worker.counters["cancelled"] + worker.counters["deadline"] == 3
+        wait_for(lambda: worker.running == [], 5, "the handlers to end", every=0.1)
         assert dispatcher.limits.in_flight == 0
+    [timed_out] = [e for e in attempt_events(settings)[late] if e["kind"] == "timed_out"]
+    assert timed_out["reason"].startswith("timed out after 2 s: worker w1 last heartbeat at ")
     for rid in ids:
         cancel = records(settings, "work.p", rid)[-1]
         assert cancel["kind"] == "cancel" and cancel["attempt"] == 1
