@@ -71,7 +71,7 @@ class WorkerRunner:
         self.group_id = self.topic
         self.counters: Counter[str] = Counter()
         self._execution = Execution()
-        self._running: dict[str, Running] = {}
+        self._running: dict[tuple[str, int], Running] = {}  # by (run id, attempt)
         self._cancelled: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._rewound: dict[int, int] = {}  # partition → offset of an offer put back
         self._paused = False
@@ -130,7 +130,7 @@ class WorkerRunner:
     @property
     def running(self) -> list[str]:
         """Run ids with a handler at work here."""
-        return list(self._running)
+        return [run_id for run_id, _ in self._running]
 
     # -- the loop -----------------------------------------------------------------------
     def step(self, timeout: float = 0.1) -> None:
@@ -194,8 +194,8 @@ class WorkerRunner:
         if (offer.run_id, offer.attempt) in self._cancelled:
             self.counters["skipped_cancelled"] += 1
             return
-        if offer.run_id in self._running:
-            self.counters["skipped_running"] += 1
+        if (offer.run_id, offer.attempt) in self._running:
+            self.counters["skipped_running"] += 1  # read again after a rebalance
             return
         if now > offer.claim_until_us:
             self.counters["skipped_expired"] += 1
@@ -211,9 +211,9 @@ class WorkerRunner:
         self._emit(offer, "claimed")
         job = Job.from_offer(offer)
         future = self._execution.start(handler, job)
-        beat = offer.lease_ms / 3000
-        self._running[offer.run_id] = Running(offer, job, future, partition, now,
-                                              time.monotonic() + beat)  # fmt: skip
+        next_beat = time.monotonic() + offer.lease_ms / 3000
+        running = Running(offer, job, future, partition, now, next_beat)
+        self._running[offer.run_id, offer.attempt] = running
         assert self._cancels is not None
         self._cancels.watch(partition, offset + 1)
         self.counters["claimed"] += 1
@@ -226,12 +226,8 @@ class WorkerRunner:
         self._cancelled[key] = cancel.reason
         if len(self._cancelled) > REMEMBERED_CANCELS:
             self._cancelled.popitem(last=False)
-        running = self._running.get(cancel.run_id)
-        if (
-            running is not None
-            and running.offer.attempt == cancel.attempt
-            and not running.job.is_cancelled()  # e.g. its deadline passed here first
-        ):
+        running = self._running.get(key)
+        if running is not None and not running.job.is_cancelled():  # (the deadline may be first)
             self.counters["cancelled"] += 1
             log.info("cancelled run=%s attempt=%d: %s", cancel.run_id, cancel.attempt,
                      cancel.reason)  # fmt: skip
@@ -239,16 +235,16 @@ class WorkerRunner:
 
     def _reap(self) -> None:
         now = self.clock.now_us()
-        for run_id, running in list(self._running.items()):
+        for key, running in list(self._running.items()):
             job, future = running.job, running.future
             if not future.done():
                 if now >= running.offer.deadline_at_us and not job.is_cancelled():
                     self.counters["deadline"] += 1
-                    log.info("run=%s attempt=%d passed its deadline: cancelling", run_id,
+                    log.info("run=%s attempt=%d passed its deadline: cancelling", job.run_id,
                              job.attempt)  # fmt: skip
                     self._execution.cancel(job, future)
                 continue
-            del self._running[run_id]
+            del self._running[key]
             assert self._cancels is not None
             self._cancels.unwatch(running.partition)
             if job.is_cancelled() or future.cancelled():
