@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from schedulerstream.cli import main
 from schedulerstream.cli.worker_cmd import load_app
 from schedulerstream.errors import ConfigError
 from schedulerstream.ingest import RejectedRecord
@@ -102,3 +104,9 @@ def test_app_loading_says_what_is_wrong() -> None:
     ]:
         with pytest.raises(ConfigError, match=reason):
             load_app(spec)
+
+
+def test_the_worker_command_refuses_a_bad_app_with_a_clear_error() -> None:
+    result = CliRunner().invoke(main, ["worker", "--pool", "p", "--app", "tests.worker.apps"])
+    assert result.exit_code == 1
+    assert "Error: --app 'tests.worker.apps': expected module:attribute" in result.output

@@ -142,6 +142,7 @@ def test_a_killed_worker_loses_its_lease_and_a_second_worker_finishes_attempt_2(
             wait_for(lambda: dispatcher.leases.counters["fenced"] >= fenced + 2, 20,
                      "the late events to be fenced", every=0.1)  # fmt: skip
             assert events_of(settings, rid, "succeeded") == events
+            assert second.stop() == 0  # SIGTERM: leaves the group and exits cleanly
         finally:
             for worker in (first, second):
                 if worker.process is not None and worker.process.poll() is None:
