@@ -4,7 +4,8 @@ Pre-produces ``--runs`` runs (RunTriggered, then started and succeeded AttemptEv
 events a run) over ``--jobs`` jobs, then drains them with the real projector (runtime,
 state store, cron.run-state, read model) against the real broker, once into SQLite and once
 into PostgreSQL. The baseline is raw ``executemany`` of the same number of row upserts into the
-same kind of database, one transaction per 1,000 rows: what the database takes at best.
+same kind of database, one transaction per 1,000 rows (best of three): what the database
+takes at best.
 
     .venv/bin/python bench/bench_projector.py --bootstrap 127.0.0.1:39092 --runs 10000 --json
 
@@ -125,8 +126,13 @@ def drain_projector(settings: Settings, model: SqlReadModel, events: int) -> dic
     }
 
 
-def baseline(model: SqlReadModel, rows: int) -> dict[str, Any]:
-    """Raw executemany of ``rows`` run-row upserts, one transaction per BASELINE_CHUNK rows."""
+def baseline(model: SqlReadModel, rows: int, rounds: int = 3) -> dict[str, Any]:
+    """Raw executemany of ``rows`` run-row upserts, one transaction per BASELINE_CHUNK rows;
+    the best of ``rounds`` (each inserts new rows)."""
+    return min((_baseline_once(model, rows) for _ in range(rounds)), key=lambda r: r["seconds"])
+
+
+def _baseline_once(model: SqlReadModel, rows: int) -> dict[str, Any]:
     columns = ", ".join(RUN_COLUMNS)
     marks = ", ".join("?" for _ in RUN_COLUMNS)
     sql = (
