@@ -299,7 +299,7 @@ class JobDefinition(_Strict):
                     "dst_gap": s["dst_gap"],
                     "dst_repeat": s["dst_repeat"],
                 },
-                "target": _target_from_avro(record["target"]),
+                "target": target_from_avro(record["target"]),
                 "payload": None
                 if record["payload_json"] is None
                 else json.loads(record["payload_json"]),
@@ -339,7 +339,8 @@ def _target_to_avro(
     return _NS + name[target.type], fields
 
 
-def _target_from_avro(value: Any) -> dict[str, Any]:
+def target_from_avro(value: Any) -> dict[str, Any]:
+    """The target of a decoded ``JobDefinition`` Avro record, as the ``Target`` model's input."""
     name, fields = value
     kind = {
         "HttpTarget": "http",

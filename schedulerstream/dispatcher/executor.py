@@ -9,8 +9,10 @@ misbehaves.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import functools
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -36,14 +38,22 @@ class Completion:
 
 
 class Executor:
-    """Runs ``target.deliver`` coroutines on its own loop; submit/cancel/drain from one thread."""
+    """Runs ``target.deliver`` coroutines on its own loop; submit/cancel/drain from one thread.
+
+    Submissions are handed over in batches: ``submit`` appends to a queue and wakes the loop
+    once for everything appended until the loop picks it up (one thread switch per batch,
+    not per attempt).
+    """
 
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self._grace_s = grace_s
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="dispatch-loop", daemon=True)
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
-        self._futures: dict[AttemptKey, concurrent.futures.Future[Outcome]] = {}
+        self._submitted: collections.deque[_Submission] = collections.deque()
+        self._wake_pending = False
+        self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
+        self._tasks: dict[AttemptKey, asyncio.Task[Outcome]] = {}  # loop thread only
         self._thread.start()
 
     def _run(self) -> None:
@@ -52,7 +62,7 @@ class Executor:
 
     @property
     def in_flight(self) -> int:
-        return len(self._futures)
+        return len(self._live)
 
     def submit(
         self,
@@ -65,29 +75,46 @@ class Executor:
     ) -> None:
         """Start one attempt of ``delivery`` with ``target`` (configured by ``config``)."""
         key = (partition, delivery.run_id, delivery.attempt)
-        future = asyncio.run_coroutine_threadsafe(
-            self._attempt(target, delivery, config), self._loop
-        )
-        self._futures[key] = future
+        self._live.add(key)
+        self._submitted.append(_Submission(key, tenant, host, delivery, target, config))
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._loop.call_soon_threadsafe(self._launch)
 
-        def finished(done: concurrent.futures.Future[Outcome]) -> None:
-            outcome = None if done.cancelled() else done.result()
-            self._done.put(
-                Completion(partition, tenant, delivery.run_id, delivery.attempt, outcome, host)
-            )
+    def _launch(self) -> None:
+        """(loop thread) Start every queued submission."""
+        self._wake_pending = False  # before draining: a later submit wakes the loop again
+        while self._submitted:
+            item = self._submitted.popleft()
+            task = self._loop.create_task(self._attempt(item.target, item.delivery, item.config))
+            self._tasks[item.key] = task
+            task.add_done_callback(functools.partial(self._finished, item))
 
-        future.add_done_callback(finished)
+    def _finished(self, item: _Submission, task: asyncio.Task[Outcome]) -> None:
+        """(loop thread) One attempt ended, however it ended."""
+        self._tasks.pop(item.key, None)
+        outcome = None if task.cancelled() else task.result()
+        partition, run_id, attempt = item.key
+        self._done.put(Completion(partition, item.tenant, run_id, attempt, outcome, item.host))
 
     def cancel(self, partition: int, run_id: str, attempt: int) -> bool:
         """Abort one attempt (its request is aborted); False if it is not running here."""
-        future = self._futures.get((partition, run_id, attempt))
-        return future is not None and future.cancel()
+        key = (partition, run_id, attempt)
+        if key not in self._live:
+            return False
+        self._loop.call_soon_threadsafe(self._cancel_in_loop, key)
+        return True
+
+    def _cancel_in_loop(self, key: AttemptKey) -> None:
+        task = self._tasks.get(key)
+        if task is not None:
+            task.cancel()
 
     def cancel_partition(self, partition: int) -> int:
         """Abort every attempt of ``partition`` (its task restarted from committed state)."""
-        keys = [k for k in self._futures if k[0] == partition]
+        keys = [k for k in self._live if k[0] == partition]
         for key in keys:
-            self._futures[key].cancel()
+            self._loop.call_soon_threadsafe(self._cancel_in_loop, key)
         return len(keys)
 
     def drain(self) -> list[Completion]:
@@ -98,7 +125,7 @@ class Executor:
                 completion = self._done.get_nowait()
             except queue.Empty:
                 return found
-            self._futures.pop((completion.partition, completion.run_id, completion.attempt), None)
+            self._live.discard((completion.partition, completion.run_id, completion.attempt))
             found.append(completion)
 
     def call(self, factory: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any:
@@ -111,10 +138,9 @@ class Executor:
 
     def close(self) -> None:
         """Cancel what runs and stop the loop thread."""
-        for future in list(self._futures.values()):
-            future.cancel()
 
         async def settle() -> None:  # let aborted requests unwind (close their connections)
+            self._launch()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -130,7 +156,8 @@ class Executor:
     async def _attempt(self, target: Target[Any], delivery: Delivery, config: Any) -> Outcome:
         limit = delivery.deadline + self._grace_s
         try:
-            return await asyncio.wait_for(target.deliver(delivery, config), limit)
+            async with asyncio.timeout(limit):
+                return await target.deliver(delivery, config)
         except TimeoutError:
             reason = f"no answer within {delivery.deadline:g} s"
             return Outcome("timed_out", reason, True, round(limit * 1e6))
@@ -138,3 +165,13 @@ class Executor:
             raise
         except Exception as exc:  # a target bug must not lose the attempt
             return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Submission:
+    key: AttemptKey
+    tenant: str
+    host: str | None
+    delivery: Delivery
+    target: Target[Any]
+    config: Any

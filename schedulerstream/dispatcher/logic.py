@@ -3,14 +3,16 @@
 Input records, outcomes and ticks change the partition's store and produce AttemptEvents (and
 retry records) through an ``Output``; what must happen outside (start a delivery, abort one)
 is returned as ``Start``/``Cancel`` actions. No Kafka, no HTTP, no clock of its own.
+
+The queues and active sets are served from an in-memory ``PartitionIndex`` (rebuilt in
+``on_running``), so a start costs point reads, never a range scan of the store.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,16 +21,18 @@ from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.backoff import backoff_us, tier_for
 from schedulerstream.dispatcher.events import EventWriter, Output
 from schedulerstream.dispatcher.fairness import DeficitRing
+from schedulerstream.dispatcher.index import PartitionIndex
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.ingest import decode_command
-from schedulerstream.model import HttpTarget, JobDefinition, KafkaTarget, SqsTarget, WorkerTarget
+from schedulerstream.dispatcher.spec import DispatchSpec, SpecReader, TargetConfig
+from schedulerstream.ingest import decode_command, pause_job_command
+from schedulerstream.model import HttpTarget, SqsTarget
 from schedulerstream.runtime.store import StateStore, prefix_end
 from schedulerstream.targets.base import Delivery, Outcome
 
 # Finished runs are remembered (to drop replays) longer than cron.runs keeps records (7 d).
 DEDUPE_RETENTION_US = 8 * 86_400 * 1_000_000
-TargetConfig = HttpTarget | KafkaTarget | SqsTarget | WorkerTarget
+PRUNE_EVERY_US = 1_000_000
 # attempt outcomes after which the target may or may not have done the work
 UNKNOWN_OUTCOMES = frozenset({"timed_out", "lease_expired"})
 
@@ -84,10 +88,6 @@ def target_host(target: TargetConfig) -> str | None:
     return urlsplit(url).netloc.lower() or None
 
 
-def _decode_definition(codec: Codec, raw: bytes) -> JobDefinition:
-    return JobDefinition.from_avro(codec.decode_as("JobDefinition", raw))
-
-
 class DispatchLogic:
     """Runs, revocations, cancellations, outcomes and ticks → state, events and actions."""
 
@@ -98,7 +98,7 @@ class DispatchLogic:
         limits: Limits,
         instance: str,
         *,
-        weights: Mapping[str, int] | None = None,
+        weights: Mapping[str, float] | None = None,
         start_budget: int = 2000,
         retention_us: int = DEDUPE_RETENTION_US,
         prune_budget: int = 1000,
@@ -108,12 +108,27 @@ class DispatchLogic:
         self.limits = limits
         self.events = EventWriter(codec, topics.attempts, instance)
         self.counters = Counters()
-        self._weights = dict(weights or {})
+        self.specs = SpecReader(codec)
+        self._weights: Mapping[str, float] = weights if weights is not None else {}
         self._rings: dict[int, DeficitRing] = {}
+        self._index: dict[int, PartitionIndex] = {}
+        self._prune_from: dict[int, bytes] = {}  # per partition: where the last prune stopped
+        self._prune_at: dict[int, int] = {}
         self._start_budget = start_budget
         self._retention_us = retention_us
         self._prune_budget = prune_budget
-        self.definition = lru_cache(maxsize=4096)(lambda raw: _decode_definition(codec, raw))
+
+    def spec(self, run: RunRecord) -> DispatchSpec:
+        """The run's DispatchSpec (read from the snapshot of a record of the older format)."""
+        if run.spec is None:
+            run.spec = self.specs.read(run.legacy_definition)[1]
+            run.legacy_definition = b""
+        return run.spec
+
+    def queue_depths(self, partition: int) -> dict[str, int]:
+        """Queued runs per tenant of ``partition`` (for metrics; stale entries included)."""
+        index = self._index.get(partition)
+        return {} if index is None else {t: index.queued(t) for t in index.tenants()}
 
     # -- inputs ---------------------------------------------------------------------------
     def on_run(self, store: StateStore, out: Output, partition: int, value: bytes | None,
@@ -164,8 +179,6 @@ class DispatchLogic:
             store.put(rk.gone_key(run.job_key), rk.encode_json(gone))
             reason = f"target gone: {outcome.reason}"
             if seen is None or rk.decode_json(seen)["version"] < run.job_version:
-                from schedulerstream.ingest import pause_job_command
-
                 # The scheduler pauses the job if it is still at this version (one ask each).
                 pause = pause_job_command(self.codec, run.job_key, run.job_version,
                                           f"{reason} (run {run.run_id})", now_us)  # fmt: skip
@@ -173,9 +186,7 @@ class DispatchLogic:
             self._finish(store, out, partition, run, "failed", now_us, reason, **extra)
             return True
         kind = outcome.kind if outcome.kind in UNKNOWN_OUTCOMES else "failed"
-        unknown = (
-            kind in UNKNOWN_OUTCOMES and self.definition(run.definition).delivery == "at_most_once"
-        )
+        unknown = kind in UNKNOWN_OUTCOMES and self.spec(run).delivery == "at_most_once"
         if not outcome.retryable or unknown:  # a timed-out request may have landed
             self._finish(store, out, partition, run, kind, now_us, outcome.reason, **extra)
             return True
@@ -187,28 +198,40 @@ class DispatchLogic:
     def on_tick(self, store: StateStore, out: Output, partition: int,
                 now_us: int) -> list[Action]:  # fmt: skip
         """Forget long-finished runs; start the due runs that fairness and the limits allow."""
-        self._prune(store, now_us)
+        if now_us >= self._prune_at.get(partition, 0):
+            self._prune_at[partition] = now_us + PRUNE_EVERY_US
+            self._prune(store, partition, now_us)
         return self._select(store, out, partition, now_us)
 
     def on_running(self, store: StateStore, out: Output, partition: int, now_us: int,
                    adopt: Callable[[RunRecord], bool] | None = None) -> None:  # fmt: skip
-        """The task (re)started from committed state: rebuild the tenant ring; runs that were
-        in flight are re-queued for their next attempt (at_least_once) or failed as
-        "outcome unknown" (at_most_once), except those ``adopt`` keeps in flight (a worker
-        still holds their lease)."""
+        """The task (re)started from committed state: rebuild the index and the tenant ring;
+        runs that were in flight are re-queued for their next attempt (at_least_once) or
+        failed as "outcome unknown" (at_most_once), except those ``adopt`` keeps in flight (a
+        worker still holds their lease)."""
+        index = self._index[partition] = PartitionIndex()
         ring = self._rings[partition] = DeficitRing(self._weights)
-        for tenant in self._queued_tenants(store):
+        self._prune_from.pop(partition, None)
+        for key, raw_id in store.range(b"q/", prefix_end(b"q/")):
+            tenant = rk.tenant_of_queue_key(key)
+            due_us, seq = rk.queue_entry(key)
+            index.push(tenant, due_us, seq, raw_id.decode())
             ring.add(tenant)
+        in_flight = []
         for key, _ in list(store.range(b"active/", prefix_end(b"active/"))):
             run = self.load(store, rk.active_run_id(key))
-            if run is None or run.status != rk.IN_FLIGHT or (adopt is not None and adopt(run)):
+            if run is None or run.status in rk.TERMINAL:
                 continue
-            job = self.definition(run.definition)
+            index.activate(run.job_key, run.run_id)
+            if run.status == rk.IN_FLIGHT and not (adopt is not None and adopt(run)):
+                in_flight.append(run)
+        for run in in_flight:
+            spec = self.spec(run)
             reason = f"outcome unknown: the dispatcher stopped during attempt {run.attempt}"
-            if job.delivery == "at_most_once":
+            if spec.delivery == "at_most_once":
                 reason += " (delivery at_most_once: not re-dispatched)"
                 self._finish(store, out, partition, run, "failed", now_us, reason)
-            elif run.attempt >= job.retry.max_attempts:
+            elif run.attempt >= spec.retry[0]:
                 run.last_error = reason
                 self.events.emit(out, partition, run, "failed", now_us, reason=reason)
                 self._dead_letter(store, out, partition, run, now_us, "attempts exhausted")
@@ -228,15 +251,15 @@ class DispatchLogic:
                 self.counters.duplicates += 1
                 return
             self._unindex(store, old)
-        job = self.definition(rec["job_definition"])  # validates the snapshot (else: rejected)
+        job_key, spec = self.specs.read(rec["job_definition"])  # validates (else: rejected)
         run = RunRecord(
             run_id=rec["run_id"], tenant=rec["tenant"], job_id=rec["job_id"],
             scheduled_at_us=rec["scheduled_at_us"], not_before_us=rec["not_before_us"],
             accepted_at_us=now_us, trigger=rec["trigger"], payload_json=rec["payload_json"],
-            job_version=rec["job_version"], definition=rec["job_definition"],
+            job_version=rec["job_version"], spec=spec,
         )  # fmt: skip
-        if job.key != run.job_key:
-            raise ValueError(f"run {run.run_id!r} carries the definition of {job.key!r}")
+        if job_key != run.job_key:
+            raise ValueError(f"run {run.run_id!r} carries the definition of {job_key!r}")
         self.counters.accepted += 1
         self.events.emit(out, partition, run, "accepted", now_us)
         self._enqueue(store, partition, run, run.not_before_us)
@@ -247,7 +270,7 @@ class DispatchLogic:
         if run is None:  # keep the revocation: an older RunTriggered must not arm it
             run = RunRecord(
                 rec["run_id"], rec["tenant"], rec["job_id"], rec["scheduled_at_us"],
-                rec["scheduled_at_us"], now_us, "scheduled", None, rec["job_version"], b"",
+                rec["scheduled_at_us"], now_us, "scheduled", None, rec["job_version"], None,
                 status=rk.REVOKED, outcome="revoked",
             )  # fmt: skip
             self.save(store, run)
@@ -257,7 +280,7 @@ class DispatchLogic:
             return
         self._unindex(store, run)
         run.status, run.outcome = rk.REVOKED, "revoked"
-        run.job_version, run.definition = rec["job_version"], b""
+        run.job_version, run.spec = rec["job_version"], None
         self.events.emit(out, partition, run, "revoked", now_us, reason=rec["reason"])
         self.save(store, run)
         store.put(rk.done_key(now_us, run.run_id), b"")
@@ -268,29 +291,30 @@ class DispatchLogic:
         seq = int(raw) + 1 if raw else 1
         store.put(rk.SEQ_KEY, str(seq).encode())
         run.status, run.seq, run.due_us = rk.QUEUED, seq, due_us
-        store.put(rk.queue_key(run.tenant, due_us, seq), run.run_id.encode())
+        store.put(rk.queue_key(run.tenant, due_us, seq), run.run_id.encode(), logged=False)
         self.save(store, run)
+        self._index_of(partition).push(run.tenant, max(0, due_us), seq, run.run_id)
         self._ring(partition).add(run.tenant)
 
-    def _prune(self, store: StateStore, now_us: int) -> None:
-        """Drop finished runs older than the retention (a replay cannot reach them any more)."""
-        old = store.range(b"done/", rk.done_key(now_us - self._retention_us, ""))
+    def _prune(self, store: StateStore, partition: int, now_us: int) -> None:
+        """Drop finished runs older than the retention (a replay cannot reach them any more).
+
+        The scan starts where the last one stopped: the keys before it are deleted, and a
+        seek from the prefix start would skip all of them again until compaction."""
+        start = self._prune_from.get(partition, b"done/")
+        old = store.range(start, rk.done_key(now_us - self._retention_us, ""))
         for key, _ in list(itertools.islice(old, self._prune_budget)):
             store.delete(key)
+            self._prune_from[partition] = key
             run = self.load(store, rk.done_run_id(key))
             if run is not None and run.status in rk.TERMINAL:
                 store.delete(rk.run_key(run.run_id))
 
-    def _queued_tenants(self, store: StateStore) -> Iterator[str]:
-        """Tenants with a queue, one seek each (not a scan of every queued run)."""
-        start: bytes = b"q/"
-        while True:
-            first = next(iter(store.range(start, prefix_end(b"q/"))), None)
-            if first is None:
-                return
-            tenant = rk.tenant_of_queue_key(first[0])
-            yield tenant
-            start = prefix_end(rk.queue_prefix(tenant)) or b"r"
+    def _index_of(self, partition: int) -> PartitionIndex:
+        index = self._index.get(partition)
+        if index is None:
+            index = self._index[partition] = PartitionIndex()
+        return index
 
     def _ring(self, partition: int) -> DeficitRing:
         ring = self._rings.get(partition)
@@ -301,62 +325,77 @@ class DispatchLogic:
     def _select(self, store: StateStore, out: Output, partition: int,
                 now_us: int) -> list[Action]:  # fmt: skip
         ring = self._ring(partition)
+        index = self._index_of(partition)
         actions: list[Action] = []
         budget = [self._start_budget]
 
         def serve(tenant: str) -> str:
             if budget[0] <= 0 or self.limits.full():
                 return "blocked"
-            return self._serve(store, out, partition, tenant, now_us, actions, budget)
+            return self._serve(store, out, partition, index, tenant, now_us, actions, budget)
 
         while ring and budget[0] > 0 and not self.limits.full():
             if not ring.round(serve):
                 break
         return actions
 
-    def _serve(self, store: StateStore, out: Output, partition: int, tenant: str, now_us: int,
-               actions: list[Action], budget: list[int]) -> str:  # fmt: skip
-        prefix = rk.queue_prefix(tenant)
-        head = next(iter(store.range(prefix, prefix_end(prefix))), None)
+    def _serve(self, store: StateStore, out: Output, partition: int, index: PartitionIndex,
+               tenant: str, now_us: int, actions: list[Action],
+               budget: list[int]) -> str:  # fmt: skip
+        head = index.head(tenant)
         if head is None:
             return "empty"
-        qkey, raw_id = head
-        due_us, seq = rk.queue_entry(qkey)
+        due_us, seq, run_id = head
         if due_us > now_us:
             return "blocked"  # the tenant's earliest run is not due yet
-        run = self.load(store, raw_id.decode())
+        qkey = rk.queue_key(tenant, due_us, seq)
+        run = self.load(store, run_id)
         if run is None or run.status != rk.QUEUED or run.seq != seq:
-            store.delete(qkey)
+            index.pop(tenant)  # cancelled, revoked or re-queued since
+            store.delete(qkey, logged=False)
             return "skipped"
         if run.attempt == 0 and not self._first_start_allowed(
-            store, out, partition, run, qkey, now_us, actions
+            store, out, partition, index, run, qkey, now_us, actions
         ):
+            index.pop(tenant)
             return "skipped"
-        host = target_host(self.definition(run.definition).target)
+        host = target_host(self.spec(run).target)
         if not self.limits.acquire(tenant, now_us, host):
             return "blocked"
-        store.delete(qkey)
+        store.delete(qkey, logged=False)
+        index.pop(tenant)
         actions.append(self._start(store, out, partition, run, now_us, host))
         budget[0] -= 1
         return "started"
 
+    def _active_others(self, store: StateStore, index: PartitionIndex,
+                       run: RunRecord) -> list[RunRecord]:  # fmt: skip
+        """The job's other runs that started and have not finished."""
+        others = []
+        for other_id in index.active(run.job_key):
+            if other_id == run.run_id:
+                continue
+            other = self.load(store, other_id)
+            if other is not None and other.status not in rk.TERMINAL:
+                others.append(other)
+            else:
+                index.deactivate(run.job_key, other_id)
+        return others
+
     def _first_start_allowed(self, store: StateStore, out: Output, partition: int,
-                             run: RunRecord, qkey: bytes, now_us: int,
+                             index: PartitionIndex, run: RunRecord, qkey: bytes, now_us: int,
                              actions: list[Action]) -> bool:  # fmt: skip
         """Gone targets and the overlap policy; False when the run was consumed instead."""
         gone_raw = store.get(rk.gone_key(run.job_key))
         if gone_raw is not None and rk.decode_json(gone_raw)["version"] >= run.job_version:
-            store.delete(qkey)
+            store.delete(qkey, logged=False)
             reason = f"target gone: {rk.decode_json(gone_raw)['reason']}"
             self._finish(store, out, partition, run, "skipped", now_us, reason)
             return False
-        prefix = rk.active_prefix(run.job_key)
-        active = [self.load(store, rk.active_run_id(k))
-                  for k, _ in store.range(prefix, prefix_end(prefix))]  # fmt: skip
-        others = [a for a in active if a is not None and a.run_id != run.run_id]
+        others = self._active_others(store, index, run)
         if not others:
             return True
-        policy = self.definition(run.definition).overlap_policy
+        policy = self.spec(run).overlap_policy
         if policy == "allow":
             return True
         if policy == "replace":
@@ -364,7 +403,7 @@ class DispatchLogic:
                 reason = f"replaced by {run.run_id}"
                 actions.extend(self._cancel(store, out, partition, other, reason, now_us))
             return True
-        store.delete(qkey)
+        store.delete(qkey, logged=False)
         buffered = store.get(rk.buffer_key(run.job_key))
         if policy == "buffer_one" and (buffered is None or buffered.decode() == run.run_id):
             run.status = rk.BUFFERED
@@ -378,21 +417,22 @@ class DispatchLogic:
     # -- attempts -------------------------------------------------------------------------
     def _start(self, store: StateStore, out: Output, partition: int, run: RunRecord,
                now_us: int, host: str | None) -> Start:  # fmt: skip
-        job = self.definition(run.definition)
+        spec = self.spec(run)
         run.attempt += 1
         run.status = rk.IN_FLIGHT
-        run.deadline_us = now_us + round(job.timeout * 1e6)
-        store.put(rk.active_key(run.job_key, run.run_id), b"")
+        run.deadline_us = now_us + round(spec.timeout * 1e6)
+        store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
+        self._index_of(partition).activate(run.job_key, run.run_id)
         self.save(store, run)
         self.counters.started += 1
         deadline = f"deadline {run.deadline_us} µs"
         self.events.emit(out, partition, run, "started", now_us, reason=deadline)
-        delivery = Delivery.from_run(run.run_view(), attempt=run.attempt, deadline=job.timeout)
-        return Start(partition, run.tenant, delivery, job.target, host)
+        delivery = Delivery.from_run(run.run_view(), attempt=run.attempt, deadline=spec.timeout)
+        return Start(partition, run.tenant, delivery, spec.target, host)
 
     def _retry(self, store: StateStore, out: Output, partition: int, run: RunRecord,
                now_us: int, retry_after_s: float | None) -> None:  # fmt: skip
-        policy = self.definition(run.definition).retry
+        policy = self.spec(run).retry_policy
         if run.attempt >= policy.max_attempts:
             self._dead_letter(store, out, partition, run, now_us, f"{run.attempt} attempts")
             return
@@ -430,35 +470,59 @@ class DispatchLogic:
         """A terminal event; the run leaves the job's active set, freeing a buffered run."""
         self.events.emit(out, partition, run, kind, now_us, reason=reason,
                          status_code=status_code, duration_us=duration_us)  # fmt: skip
-        store.delete(rk.active_key(run.job_key, run.run_id))
-        run.status, run.outcome, run.definition = rk.DONE, kind, b""
+        store.delete(rk.active_key(run.job_key, run.run_id), logged=False)
+        index = self._index_of(partition)
+        index.deactivate(run.job_key, run.run_id)
+        run.status, run.outcome, run.spec, run.legacy_definition = rk.DONE, kind, None, b""
         run.last_error = reason if kind != "succeeded" else None
         self.save(store, run)
         store.put(rk.done_key(now_us, run.run_id), b"")
         self.counters.finished[kind] = self.counters.finished.get(kind, 0) + 1
         buffered = store.get(rk.buffer_key(run.job_key))
-        if buffered is not None and buffered.decode() != run.run_id:
-            waiting = self.load(store, buffered.decode())
-            if waiting is not None and waiting.status == rk.BUFFERED:
-                if not any(
-                    True
-                    for _ in store.range(
-                        rk.active_prefix(run.job_key), prefix_end(rk.active_prefix(run.job_key))
-                    )
-                ):
-                    store.delete(rk.buffer_key(run.job_key))
-                    self._enqueue(store, partition, waiting, now_us)
-            else:
-                store.delete(rk.buffer_key(run.job_key))
+        if buffered is None or buffered.decode() == run.run_id:
+            return
+        waiting = self.load(store, buffered.decode())
+        if waiting is None or waiting.status != rk.BUFFERED:
+            store.delete(rk.buffer_key(run.job_key))
+        elif not self._active_others(store, index, waiting):
+            store.delete(rk.buffer_key(run.job_key))
+            self._enqueue(store, partition, waiting, now_us)
 
     def _unindex(self, store: StateStore, run: RunRecord) -> None:
-        """Remove ``run`` from its tenant queue and the job's buffer slot."""
+        """Remove ``run`` from its tenant queue and the job's buffer slot (the in-memory queue
+        entry is dropped when it reaches the head)."""
         if run.status == rk.QUEUED:
-            store.delete(rk.queue_key(run.tenant, run.due_us, run.seq))
+            store.delete(rk.queue_key(run.tenant, run.due_us, run.seq), logged=False)
         elif run.status == rk.BUFFERED:
             store.delete(rk.buffer_key(run.job_key))
 
     # -- records --------------------------------------------------------------------------
+    @staticmethod
+    def restore_record(store: StateStore, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record while restoring, rebuilding the unlogged indexes.
+
+        ``q/`` and ``active/`` keys are derived from run records, never changelogged: a run
+        record puts or deletes the queue key of its (tenant, due, seq) and its active key.
+        (A queue key of an earlier position compacted away stays behind: it is dropped when
+        it reaches the head of its queue.)"""
+        if value is None:
+            store.delete(key, logged=False)
+        else:
+            store.put(key, value, logged=False)
+        if value is None or not key.startswith(rk.RUN_PREFIX):
+            return
+        run = RunRecord.from_bytes(value)
+        qkey = rk.queue_key(run.tenant, run.due_us, run.seq)
+        if run.status == rk.QUEUED:
+            store.put(qkey, run.run_id.encode(), logged=False)
+        else:
+            store.delete(qkey, logged=False)
+        akey = rk.active_key(run.job_key, run.run_id)
+        if run.attempt > 0 and run.status not in rk.TERMINAL:
+            store.put(akey, b"", logged=False)
+        else:
+            store.delete(akey, logged=False)
+
     @staticmethod
     def load(store: StateStore, run_id: str) -> RunRecord | None:
         raw = store.get(rk.run_key(run_id))

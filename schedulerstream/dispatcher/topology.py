@@ -38,6 +38,7 @@ from schedulerstream.model import WorkerTarget as WorkerConfig
 from schedulerstream.observability.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Target
@@ -143,6 +144,10 @@ class DispatcherTopology(Topology):
         for lease in self.leases.expire(ctx.store, out, ctx.partition, now_us):
             self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
+
+    def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
+        """Changelog → store, rebuilding the queue and active-run keys the log does not hold."""
+        self.logic.restore_record(store, key, value)
 
     def on_running(self, ctx: TaskContext) -> None:
         """Attempts still running for this partition belong to state that was dropped."""

@@ -17,9 +17,11 @@ class FakeTarget:
     """Answers after ``config["sleep"]`` seconds, or raises ``config["raise"]``."""
 
     def __init__(self) -> None:
+        self.started = 0
         self.cancelled = 0
 
     async def deliver(self, delivery: Delivery, target_config: dict[str, Any]) -> Outcome:
+        self.started += 1
         try:
             await asyncio.sleep(target_config.get("sleep", 0))
         except asyncio.CancelledError:

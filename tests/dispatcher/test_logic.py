@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from schedulerstream.dispatcher import records as rk
@@ -13,7 +16,9 @@ from .harness import (
     SECOND,
     T0,
     Harness,
+    MemoryStore,
     cancel,
+    definition,
     revoked,
     run_id,
     run_triggered,
@@ -356,3 +361,71 @@ def test_an_at_most_once_run_whose_failure_is_known_is_retried() -> None:
     h.tick()
     h.finish(run_id(), FAIL)
     assert [k for k, _ in h.events()][-1] == "retry_scheduled"
+
+
+def test_run_records_of_the_previous_format_are_served_after_an_upgrade() -> None:
+    """A store written by a dispatcher before DispatchSpec (a JSON object with the whole
+    definition in base64) restores and dispatches under the new code."""
+    h = Harness()
+    rid = run_id()
+    legacy = {
+        "run_id": rid, "tenant": "acme", "job_id": "j1", "scheduled_at_us": T0,
+        "not_before_us": T0, "accepted_at_us": T0, "trigger": "scheduled",
+        "payload_json": None, "job_version": 1,
+        "definition": base64.b64encode(definition(timeout=7)).decode(), "status": rk.QUEUED,
+        "attempt": 0, "due_us": T0, "seq": 1, "deadline_us": 0, "last_error": None,
+        "outcome": None,
+    }  # fmt: skip
+    h.store.put(rk.run_key(rid), json.dumps(legacy).encode())
+    h.store.put(rk.queue_key("acme", T0, 1), rid.encode())
+    h.restart()
+    [start] = h.advance(0.1)
+    assert (start.delivery.run_id, start.delivery.deadline) == (rid, 7.0)
+    assert start.target.type == "http"
+    assert h.finish(rid)
+    assert h.events(rid)[-1] == ("succeeded", 1)
+    stored = h.logic.load(h.store, rid)
+    assert stored is not None and stored.outcome == "succeeded" and not stored.legacy_definition
+
+
+def test_the_in_memory_queue_survives_restart_and_skips_stale_entries() -> None:
+    """Queues are served from memory and rebuilt from the store; a run cancelled while
+    queued leaves a stale memory entry that is dropped, never started."""
+    h = Harness()
+    values = [run_triggered(n) for n in range(3)]
+    for value in values:
+        h.run(value)
+    h.command(cancel(run_id(1)))
+    started = [s.delivery.run_id for s in h.advance(5)]
+    assert started == [run_id(0), run_id(2)]
+    assert h.finish(run_id(0)) and h.finish(run_id(2))
+    for n in (3, 4):
+        h.run(run_triggered(n))
+    h.restart()
+    assert sorted(s.delivery.run_id for s in h.advance(5)) == [run_id(3), run_id(4)]
+
+
+def test_a_cold_restore_from_the_changelog_rebuilds_queues_and_active_runs() -> None:
+    """Queue and active keys are not changelogged: replaying only the logged records (as a
+    new owner of the partition does) rebuilds them, compacted or not."""
+    h = Harness()
+    for n in range(4):
+        h.run(run_triggered(n, job_id=f"j{n}"))
+    h.advance(5)  # four in flight
+    assert h.finish(run_id(0, job_id="j0"))
+    assert h.finish(run_id(1, job_id="j1"), FAIL)  # retry queued (attempt 2), still active
+    h.run(run_triggered(9, job_id="j9", not_before=T0 + 600 * SECOND))  # queued, not due
+    compacted: dict[bytes, bytes | None] = {}
+    for key, value in h.store.logged:
+        compacted[key] = value
+    for changelog in (h.store.logged, list(compacted.items())):
+        fresh = MemoryStore()
+        for key, value in changelog:
+            h.logic.restore_record(fresh, key, value)
+        assert not any(k.startswith((b"q/", b"active/")) for k, _ in changelog)
+        assert {k for k, _ in fresh.range(b"active/", b"active0")} == {
+            k for k, _ in h.store.range(b"active/", b"active0")
+        }
+        assert {k for k, _ in fresh.range(b"q/", b"q0")} == {
+            k for k, _ in h.store.range(b"q/", b"q0")
+        }

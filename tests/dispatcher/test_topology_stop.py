@@ -19,6 +19,9 @@ def test_on_stopped_aborts_only_the_stopped_partitions_attempts(tmp_path) -> Non
         target = FakeTarget()
         executor.submit(1, "a", delivery("a/j@1"), target, {"sleep": 30}, "h:1")
         executor.submit(2, "a", delivery("a/j@2"), target, {"sleep": 30}, "h:1")
+        deadline = time.monotonic() + 5
+        while target.started < 2 and time.monotonic() < deadline:  # both requests are out
+            time.sleep(0.01)
         topology.on_stopped(1)
         [done] = drain_until(executor, 1)
         assert (done.partition, done.run_id, done.outcome, done.host) == (1, "a/j@1", None, "h:1")

@@ -1,0 +1,59 @@
+"""In-memory mirror of one partition's queue and active-run keys.
+
+The store keeps ``q/…`` and ``active/…`` for restore; serving from them meant a RocksDB seek
+per start, and a seek skips every deleted key left at the head of a queue until compaction, so
+the cost grew with the number of runs already served. The mirror is rebuilt from those keys
+when the task starts running and is only a hint: every entry is checked against the run record
+before use, so entries left by a rolled-back record are dropped, never acted on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+QueueEntry = tuple[int, int, str]  # (due µs, seq, run id)
+
+
+class PartitionIndex:
+    """Per-tenant queues (earliest due first) and the started runs of each job."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, list[QueueEntry]] = {}
+        self._active: dict[str, set[str]] = {}
+
+    # -- queues ---------------------------------------------------------------------------
+    def push(self, tenant: str, due_us: int, seq: int, run_id: str) -> None:
+        heapq.heappush(self._queues.setdefault(tenant, []), (due_us, seq, run_id))
+
+    def head(self, tenant: str) -> QueueEntry | None:
+        queue = self._queues.get(tenant)
+        return queue[0] if queue else None
+
+    def pop(self, tenant: str) -> None:
+        queue = self._queues.get(tenant)
+        if queue:
+            heapq.heappop(queue)
+            if not queue:
+                del self._queues[tenant]
+
+    def tenants(self) -> Iterable[str]:
+        return list(self._queues)
+
+    def queued(self, tenant: str) -> int:
+        """Entries in ``tenant``'s queue (stale ones included until they reach the head)."""
+        return len(self._queues.get(tenant, ()))
+
+    # -- active runs ----------------------------------------------------------------------
+    def activate(self, job_key: str, run_id: str) -> None:
+        self._active.setdefault(job_key, set()).add(run_id)
+
+    def deactivate(self, job_key: str, run_id: str) -> None:
+        runs = self._active.get(job_key)
+        if runs is not None:
+            runs.discard(run_id)
+            if not runs:
+                del self._active[job_key]
+
+    def active(self, job_key: str) -> list[str]:
+        return sorted(self._active.get(job_key, ()))

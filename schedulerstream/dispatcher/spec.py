@@ -1,0 +1,140 @@
+"""DispatchSpec: the part of a job definition the dispatcher acts on, taken once per run.
+
+A run carries the whole definition snapshot (the scheduler validated all of it). The
+dispatcher validates and keeps only what it uses (target, timeout, overlap, delivery, retry),
+so a run record stays small and a start needs no decoding of the snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from schedulerstream.codec import Codec
+from schedulerstream.errors import ValidationError as SchedulerValidationError
+from schedulerstream.model import (
+    HttpTarget,
+    JobDefinition,
+    KafkaTarget,
+    RetryPolicy,
+    SqsTarget,
+    Target,
+    WorkerTarget,
+    target_from_avro,
+)
+
+TargetConfig = HttpTarget | KafkaTarget | SqsTarget | WorkerTarget
+OVERLAP_POLICIES = frozenset({"allow", "forbid", "replace", "buffer_one"})
+DELIVERIES = frozenset({"at_least_once", "at_most_once"})
+_TARGET: TypeAdapter[TargetConfig] = TypeAdapter(Target)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSpec:
+    """Target (as canonical JSON), timeout (s), overlap policy, delivery, retry policy."""
+
+    target_json: str
+    timeout: float
+    overlap_policy: str
+    delivery: str
+    retry: tuple[int, float, float, float, float]  # max_attempts, initial, multiplier, max, age
+
+    @classmethod
+    def of(cls, job: JobDefinition) -> DispatchSpec:
+        r = job.retry
+        return cls(
+            json.dumps(job.target.model_dump(mode="json"), sort_keys=True, separators=(",", ":")),
+            job.timeout,
+            job.overlap_policy,
+            job.delivery,
+            (r.max_attempts, r.initial_backoff, r.multiplier, r.max_backoff, r.max_age),
+        )
+
+    def to_list(self) -> list[Any]:
+        return [self.target_json, self.timeout, self.overlap_policy, self.delivery, self.retry]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> DispatchSpec:
+        target_json, timeout, overlap, delivery, retry = data
+        return cls(target_json, timeout, overlap, delivery, tuple(retry))
+
+    @property
+    def target(self) -> TargetConfig:
+        return target_config(self.target_json)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return retry_policy(self.retry)
+
+
+@lru_cache(maxsize=16_384)
+def target_config(target_json: str) -> TargetConfig:
+    """The validated target model of a spec (shared by every run with the same target)."""
+    return _TARGET.validate_json(target_json)
+
+
+def target_avro_json(value: Any) -> str:
+    """The target of a decoded ``JobDefinition`` Avro record as canonical JSON."""
+    return json.dumps(target_from_avro(value), sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=1024)
+def retry_policy(fields: tuple[int, float, float, float, float]) -> RetryPolicy:
+    attempts, initial, multiplier, maximum, age = fields
+    return RetryPolicy(
+        max_attempts=attempts,
+        initial_backoff=initial,
+        multiplier=multiplier,
+        max_backoff=maximum,
+        max_age=age,
+    )
+
+
+class SpecReader:
+    """Decodes the definition snapshot of a run into a DispatchSpec, validating what it keeps.
+
+    Raises SchedulerValidationError naming the bad field (the run is then rejected)."""
+
+    def __init__(self, codec: Codec, cache_size: int = 4096) -> None:
+        self.codec = codec
+        self.read = lru_cache(maxsize=cache_size)(self._read)
+
+    def _read(self, raw: bytes) -> tuple[str, DispatchSpec]:
+        """(job key, spec) of one snapshot."""
+        record = self.codec.decode_as("JobDefinition", raw)
+        try:
+            target_json = target_avro_json(record["target"])
+            target_config(target_json)  # validates (cached: many jobs share a target)
+            retry = record["retry"]
+            fields = (
+                retry["max_attempts"],
+                retry["initial_backoff_us"] / 1e6,
+                retry["multiplier"],
+                retry["max_backoff_us"] / 1e6,
+                retry["max_age_us"] / 1e6,
+            )
+            retry_policy(fields)  # validates
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "target"
+            raise SchedulerValidationError(where, first["msg"]) from None
+        timeout = record["timeout_us"] / 1e6
+        if not timeout > 0:
+            raise SchedulerValidationError("timeout", f"must be positive (got {timeout})")
+        if record["overlap_policy"] not in OVERLAP_POLICIES:
+            raise SchedulerValidationError("overlap_policy", repr(record["overlap_policy"]))
+        if record["delivery"] not in DELIVERIES:
+            raise SchedulerValidationError("delivery", repr(record["delivery"]))
+        spec = DispatchSpec(
+            target_json,
+            timeout,
+            record["overlap_policy"],
+            record["delivery"],
+            fields,
+        )
+        return f"{record['tenant']}/{record['job_id']}", spec
