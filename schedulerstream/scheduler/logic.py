@@ -7,6 +7,7 @@ an output that produces into the current transaction. No Kafka consumer code liv
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -94,6 +95,9 @@ class SchedulerLogic:
         )
         self.counters = Counters()
         self._latest_us: dict[int, int] = {}  # per partition: the latest "now" seen
+        # per store: no due key is below this one. The timer scan starts here, not at the
+        # prefix start, where the due keys already emitted lie deleted until compaction.
+        self._due_floor: weakref.WeakKeyDictionary[Store, bytes] = weakref.WeakKeyDictionary()
 
     def clock(self, partition: int, now_us: int) -> int:
         """``now_us``, never earlier than a "now" this partition already saw.
@@ -130,7 +134,11 @@ class SchedulerLogic:
             if old_due is not None:
                 store.delete(keys.due_key(old_due, job_key), logged=False)
             if new_due is not None:
-                store.put(keys.due_key(new_due, job_key), b"", logged=False)
+                due_key = keys.due_key(new_due, job_key)
+                store.put(due_key, b"", logged=False)
+                floor = self._due_floor.get(store)
+                if floor is not None and due_key < floor:
+                    self._due_floor[store] = due_key
         had = bool(old and old.backfills)
         has = bool(new and new.backfills)
         if had and not has:
@@ -150,6 +158,10 @@ class SchedulerLogic:
         else:
             store.put(key, value, logged=False)
         self._reindex(store, job_key, old, new)
+
+    def forget_due_floor(self, store: Store) -> None:
+        """``store`` was restored or rebuilt: scan its timers from the first due key again."""
+        self._due_floor.pop(store, None)
 
     # -- inputs -----------------------------------------------------------------------------
     def on_schedule(
@@ -261,7 +273,11 @@ class SchedulerLogic:
         """Emit due runs and backfill chunks; True if work was left for the next tick."""
         now_us = self.clock(partition, now_us)
         upper = keys.due_upper_bound(now_us + self.timers.lookahead_us)
-        due = [k for k, _ in _take(store.range(keys.DUE_PREFIX, upper), self.due_batch)]
+        floor = self._due_floor.get(store, keys.DUE_PREFIX)
+        due = [k for k, _ in _take(store.range(floor, upper), self.due_batch)]
+        more = len(due) >= self.due_batch
+        # every key below ``upper`` is handled now (keys written meanwhile lower it again)
+        self._due_floor[store] = due[-1] if more else upper
         for due_key in due:
             _, job_key = keys.parse_due_key(due_key)
             state = self.load(store, job_key)
@@ -269,7 +285,9 @@ class SchedulerLogic:
                 store.delete(due_key, logged=False)
                 continue
             self._emit_due(store, out, partition, job_key, state, now_us)
-        more = len(due) >= self.due_batch
+        kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
+        if kept is not None and kept < self._due_floor[store]:
+            self._due_floor[store] = kept
         bf_end = keys.BACKFILL_PREFIX[:-1] + bytes([keys.BACKFILL_PREFIX[-1] + 1])
         for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, bf_end)):
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()

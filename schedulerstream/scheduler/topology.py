@@ -103,4 +103,5 @@ class SchedulerTopology(Topology):
         self.trigger_lateness.observe(ctx.outputs, now_us, backfills)  # metrics
 
     def on_running(self, ctx: TaskContext) -> None:
-        return None
+        """The store was (re)built: the timer scan starts again from the first due key."""
+        self.logic.forget_due_floor(ctx.store)
