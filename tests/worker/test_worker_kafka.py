@@ -41,7 +41,10 @@ def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
     runs.produce("worker-events", b"acme/x@1", bad_partition, "acme/x",
                  partition=(home + 1) % settings.partitions)  # fmt: skip
     definition = worker_job("hello", timeout=30)
-    with dispatcher_thread(settings) as dispatcher, worker_thread(settings, worker_id="w1"):
+    with (
+        dispatcher_thread(settings) as dispatcher,
+        worker_thread(settings, worker_id="w1", concurrency=2),
+    ):
         rid = runs.trigger(definition, {"sleep": 1.2, "marker": str(tmp_path)})
         failing = runs.trigger(worker_job("fails", retry=FAST_RETRY), {"fail": "bad input"})
         assert events_of(settings, rid, "succeeded") == [
@@ -52,6 +55,9 @@ def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
             ("accepted", 0), ("started", 1), ("failed", 1),
         ]  # fmt: skip
         assert dispatcher.leases.counters["claimed"] == 2
+        at = {e["kind"]: e["at_us"] for e in attempt_events(settings)[failing]}
+        print(f"\nworker round trip (offer → claim → failed, empty handler): "
+              f"{(at['failed'] - at['started']) / 1000:.0f} ms")  # fmt: skip
         assert dispatcher.leases.counters["heartbeat"] >= 1  # every lease/3 = 1 s
     [offer] = records(settings, "work.p", rid)
     partition = partition_for_job_key(definition.key, settings.partitions)
@@ -125,6 +131,7 @@ def test_a_killed_worker_loses_its_lease_and_a_second_worker_finishes_attempt_2(
             wait_for(lambda: started(tmp_path, rid, 1), 30, "attempt 1 to start", every=0.1)
             second.start().wait_for_log("ready")
             first.kill()  # kill -9 mid-handler
+            killed_at = now_us()
             events = events_of(settings, rid, "succeeded", timeout=60)
             assert events == [
                 ("accepted", 0), ("started", 1), ("lease_expired", 1), ("retry_scheduled", 1),
@@ -143,6 +150,11 @@ def test_a_killed_worker_loses_its_lease_and_a_second_worker_finishes_attempt_2(
                      "the late events to be fenced", every=0.1)  # fmt: skip
             assert events_of(settings, rid, "succeeded") == events
             assert second.stop() == 0  # SIGTERM: leaves the group and exits cleanly
+            at = {(e["kind"], e["attempt"]): e["at_us"] for e in attempt_events(settings)[rid]}
+            print(f"\nworker kill -9 (lease 2 s, session 2 s): lease expired "
+                  f"{(at['lease_expired', 1] - killed_at) / 1e6:.1f} s after the kill, attempt 2 "
+                  f"started at {(at['started', 2] - killed_at) / 1e6:.1f} s, succeeded at "
+                  f"{(at['succeeded', 2] - killed_at) / 1e6:.1f} s")  # fmt: skip
         finally:
             for worker in (first, second):
                 if worker.process is not None and worker.process.poll() is None:
