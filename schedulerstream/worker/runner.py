@@ -199,8 +199,10 @@ class WorkerRunner:
             return
         if now > offer.claim_until_us:
             self.counters["skipped_expired"] += 1
-            log.info("skipped run=%s attempt=%d: its claim window passed", offer.run_id,
-                     offer.attempt)  # fmt: skip
+            late = (now - offer.claim_until_us) / 1e6
+            log.warning("skipped run=%s attempt=%d: its claim window closed %.1f s ago (the "
+                        "offer waited too long, or this host's clock is ahead of the "
+                        "dispatcher's)", offer.run_id, offer.attempt, late)  # fmt: skip
             return
         handler = self.app.resolve(offer.tenant, offer.job_id)
         if handler is None:
