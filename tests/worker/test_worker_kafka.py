@@ -80,7 +80,7 @@ def test_a_worker_run_succeeds_and_poison_worker_events_are_rejected(
 def test_cancellation_and_the_deadline_reach_running_sync_and_async_handlers(
     topo: Settings, tmp_path: Path
 ) -> None:
-    settings = topo.model_copy(update={"worker_lease_ms": 3000})
+    settings = topo.model_copy(update={"worker_lease_ms": 5000})
     runs = Runs(settings)
     sync_job, async_job = worker_job("stuck"), worker_job("async-job")
     short = worker_job("short", timeout=2, retry={"max_attempts": 1})
@@ -91,7 +91,9 @@ def test_cancellation_and_the_deadline_reach_running_sync_and_async_handlers(
     ):
         ids = [runs.trigger(sync_job, payload), runs.trigger(async_job, payload)]
         late = runs.trigger(short, payload)
-        wait_for(lambda: all(started(tmp_path, r, 1) for r in ids), 30, "both handlers")
+        wait_for(lambda: all(started(tmp_path, r, 1) for r in [*ids, late]), 30, "3 handlers")
+        # the worker is at capacity: this offer waits in Kafka until a handler ends
+        queued = runs.trigger(worker_job("queued"), {"marker": str(tmp_path)})
         runs.cancel(sync_job, ids[0])
         runs.cancel(async_job, ids[1])
         wait_for(lambda: all(started(tmp_path, r, 1, "cancelled") for r in [*ids, late]), 30,
@@ -103,6 +105,8 @@ def test_cancellation_and_the_deadline_reach_running_sync_and_async_handlers(
         ]  # fmt: skip
         # the deadline: seen by the worker itself or by the dispatcher's cancel, whichever first
         assert worker.counters["cancelled"] + worker.counters["deadline"] == 3
+        assert events_of(settings, queued, "succeeded")[-1] == ("succeeded", 1)
+        assert worker.counters["claimed"] == 4
         wait_for(lambda: worker.running == [], 5, "the handlers to end", every=0.1)
         assert dispatcher.limits.in_flight == 0
     [timed_out] = [e for e in attempt_events(settings)[late] if e["kind"] == "timed_out"]
