@@ -45,6 +45,7 @@ from schedulerstream.targets.base import Outcome, Target
 from schedulerstream.targets.http import HttpTarget
 from schedulerstream.targets.kafka import kafka_record
 from schedulerstream.targets.worker import cancel_value, decode_worker_event, offer_value
+from schedulerstream.tenants.policy import TenantPolicy
 
 log = logging.getLogger(__name__)
 JSON = b"application/json"
@@ -64,9 +65,15 @@ class DispatcherTopology(Topology):
     """Runs → per-tenant queues → fair dispatch → attempts; see the module docstring."""
 
     def __init__(
-        self, settings: Settings, codec: Codec | None = None, executor: Executor | None = None
+        self,
+        settings: Settings,
+        codec: Codec | None = None,
+        executor: Executor | None = None,
+        tenants: TenantPolicy | None = None,
     ) -> None:
         self.settings = settings
+        # per-tenant weights and limits from cron.tenants, live (tests may inject a fixed one)
+        self.tenants = tenants if tenants is not None else TenantPolicy.following(settings, 5.0)
         self.runs_topic = settings.topic("runs")
         self.commands_topic = settings.topic("commands")
         tiers = tuple((t.name, (t.delay_ms or 0) * 1000) for t in retry_tiers(settings))
@@ -76,12 +83,14 @@ class DispatcherTopology(Topology):
             settings.tenant_concurrency,
             settings.tenant_rate_per_s,
             settings.host_concurrency,
+            overrides=self.tenants.limits,
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
             Topics(settings.topic("attempts"), tiers, commands=settings.topic("commands")),
             self.limits,
             settings.instance_id,
+            weights=self.tenants.weights,
         )
         self.executor = executor or Executor()
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
@@ -176,6 +185,7 @@ class DispatcherTopology(Topology):
         if self._sqs is not None:
             self.executor.call(self._sqs.close)
         self.executor.close()
+        self.tenants.close()
 
     # -- actions ------------------------------------------------------------------------
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:

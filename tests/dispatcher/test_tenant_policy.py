@@ -127,6 +127,19 @@ def test_dispatch_logic_shares_starts_by_weight_under_contention() -> None:
     assert started == {"heavy": 6, "light": 2}
 
 
+def test_dispatch_logic_follows_weight_changes_without_a_restart() -> None:
+    weights: LiveMapping[float] = LiveMapping()
+    h = Harness(concurrency=8, weights=weights)
+    for n in range(20):
+        h.run(run_triggered(n, tenant="light", at=T0 - 100 * SECOND))
+        h.run(run_triggered(n, tenant="heavy", at=T0 - 100 * SECOND))
+    assert Counter(start.tenant for start in h.tick()) == {"heavy": 4, "light": 4}
+    for rid in list(h.in_flight):
+        h.finish(rid)
+    weights.replace({"heavy": 3.0})
+    assert Counter(start.tenant for start in h.tick()) == {"heavy": 6, "light": 2}
+
+
 # -- Limits -----------------------------------------------------------------------------
 
 
