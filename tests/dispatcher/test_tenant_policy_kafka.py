@@ -72,8 +72,8 @@ def test_a_tenant_concurrency_update_applies_to_a_running_dispatcher(
         return spread(receiver, rids)
 
     # the default tenant concurrency (50): the three requests are in flight together
-    together = burst("a", 1500)
-    assert together[-1] - together[0] < 1.0
+    together = burst("a", 2000)
+    assert together[-1] - together[0] < 1.5
 
     admin.update("slowco", concurrency=1)
     proc.wait_for_log("tenant policy: slowco: weight 1, concurrency 1, rate default", 10)
@@ -83,5 +83,5 @@ def test_a_tenant_concurrency_update_applies_to_a_running_dispatcher(
 
     write_raw(topo, "slowco", None)  # a tombstone: back to the process defaults
     proc.wait_for_log("tenant policy: slowco removed", 10)
-    again = burst("c", 1500)
-    assert again[-1] - again[0] < 1.0
+    again = burst("c", 2000)
+    assert again[-1] - again[0] < 1.5
