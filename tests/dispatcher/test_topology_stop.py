@@ -7,6 +7,7 @@ import time
 from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.settings import Settings
+from schedulerstream.tenants.policy import TenantPolicy
 
 from .test_executor import FakeTarget, delivery, drain_until
 
@@ -14,7 +15,7 @@ from .test_executor import FakeTarget, delivery, drain_until
 def test_on_stopped_aborts_only_the_stopped_partitions_attempts(tmp_path) -> None:
     settings = Settings(data_dir=tmp_path)
     executor = Executor(grace_s=0.1)
-    topology = DispatcherTopology(settings, executor=executor)
+    topology = DispatcherTopology(settings, executor=executor, tenants=TenantPolicy())
     try:
         target = FakeTarget()
         executor.submit(1, "a", delivery("a/j@1"), target, {"sleep": 30}, "h:1")
