@@ -113,12 +113,14 @@ HANG = pytest.mark.xfail(
     "TransactionalProducer.send_offsets -> Producer.send_offsets_to_transaction(offsets, "
     "metadata, 30): py-spy shows it there for minutes, past its 30 s timeout; the broker aborts "
     "the open transaction by timeout, no run is committed again and SIGTERM is not honoured "
-    "(the loop never returns). Fix: a commit-step watchdog that exits the process when a "
-    "transactional call overruns its timeout (the restart restores from the changelog); find "
-    "why the TxnOffsetCommit never completes (coordinator lookup after the restart)",
+    "(the loop never returns). Matches librdkafka issues #5456 (the coordinator request "
+    "timeout of send_offsets_to_transaction is never checked) and #5511 (hang while the cached "
+    "group coordinator is down). Fix: a commit-step watchdog that exits the process when a "
+    "transactional call overruns its timeout (the restart restores from the changelog)",
 )
 
 
+@pytest.mark.slow
 @HANG
 def test_broker_clean_stop_and_kill_9_under_load(
     own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault

@@ -88,6 +88,7 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
     dispatcher_zombie(topo, procs, tmp_path, "punctuate", "dispatcher SIGSTOP zombie (timers)")
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="runtime bugs: (1) the zombie, whose open transaction the broker aborted (its "

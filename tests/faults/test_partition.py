@@ -122,6 +122,7 @@ def partitions(
         proxy.close()
 
 
+@pytest.mark.slow
 def test_a_partitioned_scheduler_is_fenced_and_nothing_is_lost(
     own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault
 ) -> None:
