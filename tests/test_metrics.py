@@ -132,9 +132,11 @@ def test_dispatcher_and_projector_processes_export_theirs(
             dispatcher, projector = scrape(ports["dispatcher"]), scrape(ports["projector"])
             finished = dispatcher.get("schedulerstream_runs_finished_total", [])
             rows = projector.get("schedulerstream_readmodel_rows_written_total", [])
-            if sum(v for _, v in finished) >= 8 and rows and rows[0][1] >= 8:
+            # runs wait in their tenant queue until due (emitted a lookahead early)
+            queued = dispatcher.get("schedulerstream_queue_depth", [])
+            if sum(v for _, v in finished) >= 8 and rows and rows[0][1] >= 8 and queued:
                 break
-            assert time.monotonic() < deadline, (finished, rows)
+            assert time.monotonic() < deadline, (finished, rows, queued)
             assert all(p.alive() for p in procs.values()), [p.log()[-2000:] for p in procs.values()]
             time.sleep(0.5)
     finally:
@@ -150,6 +152,7 @@ def test_dispatcher_and_projector_processes_export_theirs(
     assert value(dispatcher, lateness, le="5.0") == count  # started on time, not seconds late
     assert value(dispatcher, lateness, le="-1.0") == 0  # never before the scheduled instant
     assert value(dispatcher, "schedulerstream_commits_total", processor="dispatcher") >= 1
+    assert 1 <= value(dispatcher, "schedulerstream_queue_depth", tenant="acme") <= 4 * 3
     writes = value(projector, "schedulerstream_readmodel_write_seconds_count")
     assert writes >= 1
     assert value(projector, "schedulerstream_readmodel_refused_records_total") == 0
