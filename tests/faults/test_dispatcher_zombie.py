@@ -12,6 +12,12 @@ SocketWatch reads its sockets from /proc). Checked: every run of the window succ
 committed ``succeeded`` event) and reached the receiver; each run delivered twice was in
 flight when the zombie stopped or at a partition handover (explained, counted); no request
 from the zombie between SIGCONT and its first task running again.
+
+Where the stop lands decides what the zombie does first on SIGCONT, so each case places it
+(tests/faults/hooks/sitecustomize.py: the process SIGSTOPs itself there, all threads, as an
+external SIGSTOP would): after a poll, before the timers run (it then starts its due runs
+before anything tells it that it lost them), or inside a commit (the failing commit comes
+first). An external SIGSTOP lands at either point at random: 3 runs in 5 sent requests.
 """
 
 from __future__ import annotations
