@@ -4,6 +4,11 @@ Inputs: cron.runs, cron.commands (CancelRun) and the retry delay topics; changel
 cron.dispatcher-state. HTTP and SQS attempts run on the ``Executor``'s loop and come back
 through ``punctuate``; a Kafka target is produced inside the transaction (exactly once).
 
+An HTTP or SQS attempt is sent only after the transaction that records it as started has
+committed (``after_commit``; the start asks for a commit at once). A zombie that lost its
+partitions cannot commit (the broker refuses its offsets), so it sends nothing: split brain
+never makes two dispatchers deliver the same attempt.
+
 Delay topics: a retry record is held (its partition paused, ``TaskContext.hold``) until its
 record timestamp plus the tier's delay, so no sleeping and no scan; then the run waits in its
 tenant queue for the rest of the wait (a tier's records carry waits from its delay up to the
@@ -97,6 +102,8 @@ class DispatcherTopology(Topology):
         self.http = HttpTarget.from_settings(settings)
         self._sqs: Target[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
+        self._unsent: dict[int, list[Start]] = defaultdict(list)  # waiting for the commit
+        self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
         self.worker_events_topic = settings.topic("worker-events")
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
@@ -133,11 +140,17 @@ class DispatcherTopology(Topology):
             event = decode_worker_event(key, message.value())
             self.leases.on_event(ctx.store, out, ctx.partition, event, now)
             return
+        delay_us = self.tier_delay_us[topic]
         _, produced_ms = message.timestamp()
-        release_us = produced_ms * 1000 + self.tier_delay_us[topic]
+        # a record stamped ahead of this clock (a skewed producer) is held at most one delay
+        # from when it was first seen, so it cannot hold the retries behind it for longer
+        where = (topic, ctx.partition, message.offset())
+        first_seen = self._held_since.setdefault(where, now)
+        release_us = min(produced_ms * 1000, first_seen) + delay_us
         if release_us > now:
             ctx.hold(release_us)
         else:
+            del self._held_since[where]
             self.logic.on_retry(ctx.store, ctx.partition, message.value())
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
@@ -170,9 +183,22 @@ class DispatcherTopology(Topology):
 
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
+    def after_commit(self) -> None:
+        """The starts are committed: send them."""
+        for starts in self._unsent.values():
+            for start in starts:
+                target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
+                self.executor.submit(start.partition, start.tenant, start.delivery, target,
+                                     start.target, start.host)  # fmt: skip
+        self._unsent.clear()
+
     def on_stopped(self, partition: int) -> None:
         """The partition moved away or is being rebuilt: its attempts must not go on here (the
         next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
+        for start in self._unsent.pop(partition, []):  # never committed: never sent
+            self.limits.release(start.tenant, start.host)
+        for where in [w for w in self._held_since if w[1] == partition]:
+            del self._held_since[where]
         cancelled = self.executor.cancel_partition(partition)
         self._completed.pop(partition, None)
         self.leases.stopped(partition)
@@ -196,7 +222,7 @@ class DispatcherTopology(Topology):
                     self.leases.end(ctx.store, ctx.partition, lease)
                     run = self.logic.load(ctx.store, action.run_id)
                     self._tell_worker(ctx, lease, (run and run.last_error) or "cancelled")
-                else:
+                elif not self._drop_unsent(action):
                     self.executor.cancel(action.partition, action.run_id, action.attempt)
             else:
                 self._start(ctx, action)
@@ -206,18 +232,26 @@ class DispatcherTopology(Topology):
             lateness_us = ctx.now_us() - start.delivery.scheduled_at_us
             self.dispatch_lateness.observe(lateness_us / 1e6)
         config = start.target
-        if isinstance(config, HttpConfig):
-            self.executor.submit(start.partition, start.tenant, start.delivery, self.http, config,
-                                 start.host)  # fmt: skip
-        elif isinstance(config, SqsConfig):
-            self.executor.submit(start.partition, start.tenant, start.delivery, self._sqs_target(),
-                                 config, start.host)  # fmt: skip
+        if isinstance(config, HttpConfig | SqsConfig):
+            self._unsent[start.partition].append(start)
+            ctx.request_commit()
         elif isinstance(config, KafkaConfig):
             topic, key, value, headers = kafka_record(start.delivery, config)
             ctx.produce(topic, key, value, None, list(headers))
             self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
         else:
             self._offer(ctx, start, config)
+
+    def _drop_unsent(self, cancel: Cancel) -> bool:
+        """Cancel an attempt not sent yet (cancelled or replaced in the same transaction)."""
+        unsent = self._unsent.get(cancel.partition, [])
+        for i, start in enumerate(unsent):
+            d = start.delivery
+            if (d.run_id, d.attempt) == (cancel.run_id, cancel.attempt):
+                del unsent[i]
+                self.limits.release(start.tenant, start.host)
+                return True
+        return False
 
     def _offer(self, ctx: TaskContext, start: Start, config: WorkerConfig) -> None:
         """Offer the attempt on the pool's topic (in this transaction) under a lease; the

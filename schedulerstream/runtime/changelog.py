@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.context import Output
-from schedulerstream.runtime.store import NO_OFFSET, StateStore
+from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreWriteFailed
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.transaction import TransactionalProducer
 
@@ -160,7 +160,12 @@ class Restorer:
             task.restore.bytes += len(key) + (len(value) if value else 0)
             touched[task.partition] = task
         for task in touched.values():
-            task.require_store().flush(task.restore_position - 1)
+            store = task.require_store()
+            try:
+                store.flush(task.restore_position - 1)
+            except Exception as exc:  # the disk is full, for instance: replay these later
+                store.discard()
+                raise StoreWriteFailed(store.path, exc) from exc
             task.committed_changelog_offset = task.restore_position - 1
             task.pending_changelog_offset = task.committed_changelog_offset
         return [t for t in self._tasks.values() if self._caught_up(t)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from schedulerstream.clock import Clock
@@ -34,8 +35,10 @@ class TaskContext:
         clock: Clock,
         rejected_topic: str | None,
         processor: str,
+        request_commit: Callable[[], None] | None = None,
     ) -> None:
         self.partition = partition
+        self._request_commit = request_commit
         self.store = store
         self._clock = clock
         self._rejected_topic = rejected_topic
@@ -57,6 +60,12 @@ class TaskContext:
     ) -> None:
         """Produce a record in the current transaction (``partition=None``: partitioner)."""
         self.outputs.append(Output(topic, key, value, partition, headers))
+
+    def request_commit(self) -> None:
+        """Commit at the end of this loop step rather than at the next commit interval (work
+        waits for the commit: ``Topology.after_commit``)."""
+        if self._request_commit is not None:
+            self._request_commit()
 
     def hold(self, until_us: int) -> None:
         """From ``process``: leave the current record unprocessed. Its input partition is

@@ -9,6 +9,7 @@ transaction ends well; ``_recover`` the one place it ends badly.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
 from schedulerstream.runtime.context import TaskContext, rejected_output
-from schedulerstream.runtime.store import StoreCorrupted
+from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.runtime.transaction import (
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 StateListener = Callable[[int, TaskState], None]
 Sampler = Callable[[list[TaskContext]], None]
 SETTLE_RETRY_S = 0.2
+STORE_RETRY_S = 5.0  # a failed store write (disk full): retry the task's restore after this
 SAMPLE_INTERVAL_S = 5.0
 
 
@@ -74,6 +76,7 @@ class Processor:
                 "records_processed", "records_rejected", "punctuate_errors", "commits",
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
                 "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
+                "store_write_failures",
             ),
             0,
         )  # fmt: skip
@@ -112,6 +115,7 @@ class Processor:
         self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
         self._held: dict[tuple[str, int], float] = {}  # paused by TaskContext.hold: resume at
         self._dirty = False
+        self._commit_requested = False  # by a task context: commit at the end of this step
         self._stopping = False
         self._started = False
         self._next_tick = 0.0
@@ -174,13 +178,18 @@ class Processor:
         self._started = False
         try:
             self.commit()
+        except Exception:  # what it did not commit is processed again by the next owner
+            log.exception("the last commit failed while closing")
         finally:
             try:
                 if self._consumer is not None:
                     self._consumer.close()  # revokes (nothing left to commit), leaves the group
             finally:
                 for partition in list(self._tasks):
-                    self._close_task(partition)
+                    try:
+                        self._close_task(partition)
+                    except Exception:  # best effort: the others still close
+                        log.exception("task %d: close failed", partition)
                 if self._restorer is not None:
                     self._restorer.close()
                 self._txn.close()
@@ -203,7 +212,7 @@ class Processor:
         if now >= self._next_tick:
             self._punctuate()
             self._next_tick = now + self._tick_s
-        if now >= self._next_commit:
+        if now >= self._next_commit or self._commit_requested:
             self._commit_now()
         if now >= self._next_sample:
             self._sample()
@@ -237,7 +246,11 @@ class Processor:
             except Exception:
                 log.exception("sampler failed")
 
+    def _request_commit(self) -> None:
+        self._commit_requested = True
+
     def _commit_now(self) -> None:
+        self._commit_requested = False
         self.commit()
         self._next_commit = time.monotonic() + self._commit_s
 
@@ -251,7 +264,8 @@ class Processor:
         (3) send_offsets_to_transaction with the positions of the owned input partitions
             and FRESH group metadata (a zombie's stale generation/epoch is refused here),
         (4) commit_transaction,
-        (5) write each task's overlay and its changelog offset in one local WriteBatch.
+        (5) write each task's overlay and its changelog offset in one local WriteBatch,
+        (6) ``topology.after_commit``: side effects that wait for their state to be committed.
         Any failure in (0)-(4) goes to ``_recover`` (a BaseException from (0) is re-raised
         after it); nothing local was written. (0) precedes (4): an external write is never
         behind the committed offsets, and a crash in between replays its records.
@@ -294,6 +308,10 @@ class Processor:
         self._dirty = False
         self.metrics["commits"] += 1
         self.commit_seconds.observe(time.perf_counter() - started)
+        try:  # (6)
+            self.topology.after_commit()
+        except Exception:
+            log.exception("after_commit failed")
         return True
 
     def _pre_commit(self, running: list[Task]) -> bool:
@@ -325,8 +343,10 @@ class Processor:
             return
         try:
             store.flush(task.pending_changelog_offset)
-        except Exception:
-            log.exception("task %d: local write failed; restoring from changelog", task.partition)
+        except Exception as exc:  # the disk is full, say: the changelog has it all
+            log.error("task %d: local write failed (%s); restoring from the changelog",
+                      task.partition, exc)  # fmt: skip
+            self.metrics["store_write_failures"] += 1
             self._rebuild([task])
             return
         task.committed_changelog_offset = task.pending_changelog_offset
@@ -373,6 +393,20 @@ class Processor:
         self._awaiting.pop(task.partition, None)
         self._begin_restore(task)
 
+    def _store_write_failed(self, task: Task, exc: Exception) -> None:
+        """The store could not be written during restore (the disk is full, say): pause the
+        task and start its restore again later, from what the store holds; it runs again once
+        the writes succeed. Nothing is lost: the changelog and the inputs hold it all."""
+        log.error("task %d: %s; retrying its restore in %.0f s", task.partition, exc,
+                  STORE_RETRY_S)  # fmt: skip
+        self.metrics["store_write_failures"] += 1
+        self._require_restorer().stop(task)
+        if task.state is TaskState.RESTORING:
+            task.transition(TaskState.SUSPENDED)
+        task.close_store()  # RocksDB refuses every write after one failed: reopen it later
+        self._awaiting.pop(task.partition, None)
+        self._unstarted[task.partition] = time.monotonic() + STORE_RETRY_S
+
     def _rebuild(self, tasks: list[Task]) -> None:
         consumer = self._require_consumer()
         for task in tasks:
@@ -389,6 +423,10 @@ class Processor:
         except KafkaException as exc:
             log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
             self._unstarted[task.partition] = time.monotonic() + SETTLE_RETRY_S
+        except StateError as exc:  # its store cannot be opened or written (disk full)
+            log.error("task %d: restore cannot start: %s; retrying in %.0f s", task.partition,
+                      exc, STORE_RETRY_S)  # fmt: skip
+            self._unstarted[task.partition] = time.monotonic() + STORE_RETRY_S
 
     # -- processing ---------------------------------------------------------------------
     def _dispatch(self, messages: list[Any]) -> None:
@@ -527,6 +565,11 @@ class Processor:
             for damaged in list(self._tasks.values()):
                 if damaged.store is not None and damaged.store.path == exc.path:
                     self._store_corrupted(damaged, exc)
+        except StoreWriteFailed as exc:
+            caught_up = []
+            for stuck in list(self._tasks.values()):
+                if stuck.store is not None and stuck.store.path == exc.path:
+                    self._store_write_failed(stuck, exc)
         for ready in caught_up:
             self._awaiting.setdefault(ready.partition, 0.0)
         now = time.monotonic()
@@ -560,11 +603,17 @@ class Processor:
         except KafkaException as exc:
             log.info("task %d: not ready to run yet: %s", task.partition, exc)
             return False
-        for topic, offset in offsets.items():
-            consumer.seek(TopicPartition(topic, task.partition, offset))
+        try:  # the partition may have been taken away while committed() waited
+            for topic, offset in offsets.items():
+                consumer.seek(TopicPartition(topic, task.partition, offset))
+            consumer.resume(tps)
+        except KafkaException as exc:
+            log.info("task %d: not ready to run (seek or resume refused): %s", task.partition, exc)
+            with contextlib.suppress(KafkaException):
+                consumer.pause(tps)
+            return False
         restorer.stop(task)
         task.input_offsets = offsets
-        consumer.resume(tps)
         self.metrics["restores"] += 1
         self.metrics["restored_records"] += task.restore.records
         self.metrics["restore_rate"] = task.restore.rate
@@ -575,7 +624,12 @@ class Processor:
         )  # fmt: skip
         task.transition(TaskState.RUNNING)
         self._contexts[task.partition] = TaskContext(
-            task.partition, task.require_store(), self.clock, self.rejected_topic, self.group_id
+            task.partition,
+            task.require_store(),
+            self.clock,
+            self.rejected_topic,
+            self.group_id,
+            self._request_commit,
         )
         self._invoke(task, self.topology.on_running)
         return True

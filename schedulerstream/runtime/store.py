@@ -62,6 +62,15 @@ class StoreCorrupted(StateError):
         self.path = path
 
 
+class StoreWriteFailed(StateError):
+    """A write of the database failed (e.g. the disk is full): nothing of that batch was
+    written. The processor retries the task's restore later; the changelog holds the data."""
+
+    def __init__(self, path: Path, error: object) -> None:
+        super().__init__(f"state store {path}: write failed: {error}")
+        self.path = path
+
+
 def _is_lock_error(exc: Exception) -> bool:
     return "lock" in str(exc).lower()
 
@@ -291,7 +300,10 @@ class RocksStore:
         batch = WriteBatch(raw_mode=True)
         batch.put(SOURCE_KEY, source)
         batch.put(OFFSET_KEY, _OFFSET.pack(NO_OFFSET))
-        self._db.write(batch)
+        try:
+            self._db.write(batch)
+        except Exception as exc:
+            raise StoreWriteFailed(self.path, exc) from exc
 
     def is_empty(self) -> bool:
         """True when the database holds no key at all (the overlay is not looked at)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from schedulerstream.errors import StateError
 from schedulerstream.runtime.store import NO_OFFSET, RocksStore
+
+log = logging.getLogger(__name__)
 
 
 class TaskState(enum.Enum):
@@ -130,6 +133,14 @@ class Task:
         if self.state is not TaskState.SUSPENDED:
             self.suspend()
         self.transition(TaskState.CLOSED)
+        self.close_store()
+
+    def close_store(self) -> None:
+        """Close the store (best effort: one that failed a write may fail to close too); the
+        next ``open_store`` opens it again."""
         if self.store is not None:
-            self.store.close()
+            try:
+                self.store.close()
+            except Exception as exc:
+                log.warning("task %d: closing its store: %s", self.partition, exc)
             self.store = None

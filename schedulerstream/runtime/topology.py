@@ -68,6 +68,12 @@ class Topology(Protocol):
         """
         return None
 
+    def after_commit(self) -> None:
+        """Called after every successful commit (step 6): start side effects outside Kafka
+        that must happen only once the state recording them is committed. A fenced zombie's
+        commit fails, so what it prepared is never started (drop it in ``on_stopped``)."""
+        return None
+
     def on_stopped(self, partition: int) -> None:
         """The task of ``partition`` stopped running (revoked, lost, closed, or suspended to
         rebuild from its changelog): stop anything it started outside the runtime and drop

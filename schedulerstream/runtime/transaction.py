@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import time
@@ -112,15 +113,20 @@ class TransactionalProducer:
                 self._producer.abort_transaction(min(self.timeout_s, 10.0))
             except KafkaException as exc:
                 log.warning("abort on close failed: %s", exc)
-        self._producer.flush(0)
+        with contextlib.suppress(KafkaException):  # a fenced producer raises its error here
+            self._producer.flush(0)
         self._producer = None
         self.begun = False
 
     def recreate(self) -> None:
         """Replace a producer in a fatal state with a fresh one (init_transactions again)."""
         if self._producer is not None:
-            self._producer.purge()
-            self._producer.flush(0)
+            # a producer in a fatal state (fenced) raises that error from these too: it is being
+            # dropped, so its error must not stop the new one from being created
+            with contextlib.suppress(KafkaException):
+                self._producer.purge()
+            with contextlib.suppress(KafkaException):
+                self._producer.flush(0)
             self._producer = None
         self.begun = False
         self.start()

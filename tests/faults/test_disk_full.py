@@ -122,21 +122,7 @@ def disk_full(
     return figures
 
 
-ENOSPC_CRASH = pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: the disk full, Processor._write_local catches the failed local "
-    "WriteBatch and rebuilds the task, but the rebuild's restore writes to the same full disk "
-    "(Restorer.poll -> RocksStore.flush, runtime/changelog.py) and that IOError is not caught: "
-    "it leaves Processor.step, then run()'s close() raises again ('Writer has previous error') "
-    "from commit() and from each store's close(): the process dies with a chained traceback "
-    "(exit 1), neither a clean stop nor a recovery. Fix: a store write failure during restore "
-    "suspends the task and retries the restore later (recovers when space returns), or stops "
-    "the processor with one clear error; close() closes stores best-effort",
-)
-
-
 @pytest.mark.slow
-@ENOSPC_CRASH
 def test_state_disk_full_then_space_returns(
     topo: Settings, procs: SpawnFault, small_fs: Path
 ) -> None:
@@ -144,7 +130,6 @@ def test_state_disk_full_then_space_returns(
 
 
 @pytest.mark.slow
-@ENOSPC_CRASH
 def test_state_disk_full_for_longer(topo: Settings, procs: SpawnFault, small_fs: Path) -> None:
     disk_full(topo, procs, small_fs, 40.0, "state disk full 40 s")
 

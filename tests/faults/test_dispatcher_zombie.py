@@ -79,14 +79,6 @@ def fenced(proc: FaultProcess, mark: int) -> str | None:
     return "exited" if not proc.alive() else None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatcher bug: resumed after a stall past the session timeout, the zombie's "
-    "Processor._punctuate runs DispatcherTopology.punctuate -> DispatchLogic.on_tick, which "
-    "starts the queued runs now due: Executor.submit sends their HTTP requests at once, before "
-    "the consumer reports the partitions lost and before the commit that fails (nothing checks "
-    "that the membership is still current after a stall longer than the session timeout)",
-)
 def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
     topo: Settings, procs: SpawnFault, tmp_path: Path
 ) -> None:
@@ -95,19 +87,6 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bugs: (1) the zombie, whose open transaction the broker aborted (its "
-    "producer epoch bumped), gets a fatal _FENCED; Processor._recover calls "
-    "TransactionalProducer.recreate, whose flush(0) of the old fatal producer raises the same "
-    "_FENCED, so recreate never creates the new producer and the process exits 1 ('cannot "
-    "recreate the transactional producer') instead of rejoining (fix: ignore KafkaException "
-    "from purge()/flush() of the producer being replaced); (2) 2 runs in 3: the survivor "
-    "crashes in Processor._try_run: its partitions are revoked while it waits for the zombie's "
-    "transaction, then consumer.seek() on a partition no longer assigned raises "
-    "KafkaException(_STATE), uncaught (fix: re-check the task is still ours after committed() "
-    "and treat a KafkaException from seek/resume as not ready)",
-)
 def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
     topo: Settings, procs: SpawnFault, tmp_path: Path
 ) -> None:

@@ -240,12 +240,6 @@ def test_poison_on_dispatcher_inputs_is_rejected_and_good_runs_are_delivered(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatcher bug (reported, not fixed here): a delay-topic record is held until its "
-    "CreateTime + the tier delay, so one record with a future timestamp (a skewed producer "
-    "clock) holds every retry behind it on that partition",
-)
 def test_a_future_timestamp_on_a_delay_topic_does_not_hold_the_retries_behind_it(
     topo: Settings, procs: SpawnFault
 ) -> None:

@@ -154,15 +154,6 @@ def test_sigstopped_schedulers_in_turn_are_fenced_and_rejoin(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: stopped inside a commit (transaction open), the zombie's transaction "
-    "is aborted by the broker (transaction timeout, epoch bumped); on SIGCONT its commit fails "
-    "fatal (_FENCED) and Processor._recover calls TransactionalProducer.recreate, whose "
-    "flush(0) of the old fatal producer raises the same _FENCED: the new producer is never "
-    "created and the process exits 1 ('cannot recreate the transactional producer') instead of "
-    "rejoining (fix: ignore KafkaException from purge()/flush() of the producer being replaced)",
-)
 def test_a_scheduler_stopped_mid_commit_is_fenced_and_rejoins(
     topo: Settings, procs: SpawnFault
 ) -> None:

@@ -63,3 +63,38 @@ def test_a_failing_pre_commit_aborts_and_the_input_is_processed_again(
     assert 1 not in markers and markers  # the failed call's records were aborted with it
     # the first call ran before anything was committed: pre_commit precedes the Kafka commit
     assert all(offset < 0 for offset in topology.seen_committed[0].values())
+
+
+class AfterCommit(Staging):
+    """Records, for every after_commit, the committed input offsets it sees; asks for a
+    commit at once from every record."""
+
+    def __init__(self, settings: Settings, fail: set[int], group: str) -> None:
+        super().__init__(settings, fail, group)
+        self.after: list[dict[int, int]] = []
+
+    def process(self, ctx: TaskContext, message: object) -> None:
+        super().process(ctx, message)
+        ctx.request_commit()
+
+    def after_commit(self) -> None:
+        self.after.append(committed_offsets(self.settings, self.group, "in"))
+
+
+def test_after_commit_runs_only_after_a_successful_commit(counter_settings: Settings) -> None:
+    """Side effects wait for their state (the dispatcher's HTTP sends): after_commit sees
+    the offsets of its commit already committed, and an aborted commit calls it not at all."""
+    s = counter_settings
+    produce(s, "in", keyed(10, 3))
+    group = f"{s.topic_prefix}counter"
+    topology = AfterCommit(s, fail={1}, group=group)
+    proc = Processor(s, topology)
+    proc.start()
+    try:
+        drive([proc], lambda: committed_offsets(s, group, "in") == end_offsets(s, "in"))
+    finally:
+        proc.close()
+    assert proc.metrics["aborts"] == 1
+    assert len(topology.after) == proc.metrics["commits"] >= 1
+    assert topology.after[-1] == end_offsets(s, "in")
+    assert all(sum(seen.values()) > 0 for seen in topology.after)
