@@ -3,9 +3,13 @@ trigger-lateness filter and the dev stack's metrics ports."""
 
 from __future__ import annotations
 
+from collections import Counter
+from types import SimpleNamespace
+
 from schedulerstream.cli.dev_cmd import processor_metrics
 from schedulerstream.codec import default_codec
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
+from schedulerstream.observability.collectors import DispatcherCollector, QueueDepth
 from schedulerstream.observability.histogram import Histogram
 from schedulerstream.observability.lateness import TriggerLateness, instant_us
 from schedulerstream.runtime import Output
@@ -57,3 +61,12 @@ def test_dev_gives_each_processor_its_own_metrics_port() -> None:
         "projector": {"SCHEDULERSTREAM_METRICS_PORT": "9102"},
     }
     assert {e["SCHEDULERSTREAM_METRICS_PORT"] for e in processor_metrics(0).values()} == {"0"}
+
+
+def test_the_dispatcher_exports_worker_lease_events_by_kind() -> None:
+    logic = SimpleNamespace(counters=SimpleNamespace(finished={"succeeded": 2}))
+    leases = SimpleNamespace(counters=Counter(offered=3, claimed=2, fenced=1))
+    topology = SimpleNamespace(logic=logic, leases=leases)
+    families = {f.name: f for f in DispatcherCollector(topology, QueueDepth(logic)).collect()}
+    samples = {s.labels["kind"]: s.value for s in families["schedulerstream_worker_events"].samples}
+    assert samples == {"offered": 3.0, "claimed": 2.0, "fenced": 1.0}

@@ -180,10 +180,10 @@ class WorkerLeases:
             store.delete(index_key(lease.until_us, lease.run_id))
             lease.until_us = grace
             self._save(store, lease)
-        if self.limits.acquire(run.tenant, now_us, None):
-            self._slots.setdefault(partition, {})[run.run_id] = run.tenant
-        else:
+        if not self.limits.acquire(run.tenant, now_us, None):
+            self.limits.hold(run.tenant)  # it runs anyway: count it, over the limit
             self.counters["adopted_over_limit"] += 1
+        self._slots.setdefault(partition, {})[run.run_id] = run.tenant
         self.counters["adopted"] += 1
         return True
 

@@ -114,6 +114,12 @@ class Limits:
             self.by_host[host] += 1
         return True
 
+    def hold(self, tenant: str) -> None:
+        """Count an attempt that is already running (adopted after a restart), over the
+        limits if need be: it runs whether or not a new one could start now."""
+        self.in_flight += 1
+        self.by_tenant[tenant] += 1
+
     def release(self, tenant: str, host: str | None = None) -> None:
         """An attempt of ``tenant`` (to ``host``) ended, or never started after ``acquire``."""
         if self.by_tenant[tenant] > 0:

@@ -187,6 +187,11 @@ class DispatcherCollector(Collector):
             for tenant, count in sorted(dict(limits.by_tenant).items()):
                 flying.add_metric([tenant], float(count))
             yield flying
+        leases = getattr(self.topology, "leases", None)
+        if leases is not None:
+            yield _by("worker_events", "Worker-pool lease events, by kind (offered, claimed, "
+                      "heartbeat, succeeded, failed, fenced, foreign, expired, timed_out, "
+                      "adopted).", "dispatcher", "kind", dict(leases.counters))  # fmt: skip
         lateness = getattr(self.topology, "dispatch_lateness", None)
         if lateness is not None:
             yield _histogram(

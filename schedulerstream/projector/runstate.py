@@ -60,7 +60,9 @@ LIFECYCLE: dict[str, tuple[int, str]] = {
     "dead_lettered": (3, "dead_lettered"),
 }
 KINDS = frozenset(ATTEMPT_RANK)
-TERMINAL = frozenset({"succeeded", "failed", "timed_out", "cancelled", "skipped", "dead_lettered"})
+TERMINAL = frozenset(
+    {"succeeded", "failed", "timed_out", "lease_expired", "cancelled", "skipped", "dead_lettered"}
+)
 NO_ERROR_KINDS = frozenset({"accepted", "started", "succeeded"})
 FAILURES = frozenset({"failed", "timed_out", "lease_expired"})  # an error even without a reason
 DEFAULT_ERRORS = {"timed_out": "timed out", "lease_expired": "worker lease expired"}

@@ -252,3 +252,16 @@ def test_live_mapping_is_a_read_only_mapping() -> None:
     assert "a" in live and list(live) == ["a"] and len(live) == 1
     with pytest.raises(KeyError):
         live["b"]
+
+
+def test_hold_counts_an_adopted_attempt_even_over_the_limits() -> None:
+    """A run a worker still holds after a restart counts against its tenant, even if the
+    limits are already full, so no new attempt starts until one ends."""
+    limits = Limits(2, 1, 1000.0)
+    assert limits.acquire("a", T0)
+    limits.hold("a")
+    assert (limits.in_flight, limits.by_tenant["a"]) == (2, 2)
+    assert not limits.acquire("b", T0)  # the process limit is full
+    limits.release("a")
+    limits.release("a")
+    assert limits.in_flight == 0 and limits.acquire("a", T0)
