@@ -158,7 +158,7 @@ class TcpProxy:
                 while not self._open.is_set() and not self._closing.is_set():
                     time.sleep(0.05)  # read just before the partition: hold it
                 sink.sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: select on a socket cut() just closed
             pass
         finally:
             for sock in (source, sink):
