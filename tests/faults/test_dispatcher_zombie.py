@@ -215,6 +215,13 @@ def dispatcher_zombie(
             "zombie_requests_after_resume": len(after_resume),
             "partitions_of_zombie": sorted(a_had),
             "lateness": lateness_of(due, by_run),
+            "latest": [  # the latest first arrivals: (run id, s after the stop, attempts seen)
+                (rid, round(t - stopped_wall, 1), len(by_run[rid]))
+                for t, rid in sorted(
+                    ((min(r["received_at"] for r in by_run[rid]), rid) for rid in due),
+                    reverse=True,
+                )[:3]
+            ],
             "timeline_s": {  # from the SIGSTOP
                 "resumed": round(resumed_wall - stopped_wall, 2),
                 "rejoined": round(rejoined_wall - stopped_wall, 2),

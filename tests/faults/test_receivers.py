@@ -99,7 +99,6 @@ def webhook(job_id: str, url: str, retry: dict[str, Any]) -> JobDefinition:
     )
 
 
-@pytest.mark.slow
 def test_hanging_failing_throttling_and_silent_receivers(
     topo: Settings, procs: SpawnFault, black_hole: BlackHole
 ) -> None:
