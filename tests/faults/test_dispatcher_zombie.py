@@ -163,11 +163,16 @@ def dispatcher_zombie(
         due = {r["run_id"]: r for r in seen.triggered if since <= r["scheduled_at_us"] <= until}
         assert len(due) == JOBS * ((until - since) // SECOND + 1), "the scheduler lost runs"
 
-        def all_succeeded() -> set[str] | None:
-            done = {e["run_id"] for e in attempt_events(topo, 1.0) if e["kind"] == "succeeded"}
-            return done if set(due) <= done else None
+        def all_succeeded() -> dict[str, list[dict[str, Any]]] | None:
+            events: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for event in attempt_events(topo, 1.0):
+                events[event["run_id"]].append(event)
+            done = {
+                rid for rid, got in events.items() if any(e["kind"] == "succeeded" for e in got)
+            }
+            return events if set(due) <= done else None
 
-        wait_until(all_succeeded, 120, "every run of the window succeeded", every=2.0)
+        events = wait_until(all_succeeded, 120, "every run of the window succeeded", every=2.0)
         zombie_ports = watch.stop()
         requests = receiver.requests()
         by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -215,8 +220,12 @@ def dispatcher_zombie(
             "zombie_requests_after_resume": len(after_resume),
             "partitions_of_zombie": sorted(a_had),
             "lateness": lateness_of(due, by_run),
-            "latest": [  # the latest first arrivals: (run id, s after the stop, attempts seen)
-                (rid, round(t - stopped_wall, 1), len(by_run[rid]))
+            "latest": [  # the latest first arrivals: run id, s after the stop, its events
+                (
+                    rid,
+                    round(t - stopped_wall, 1),
+                    [(e["kind"], e["attempt"], (e["reason"] or "")[:50]) for e in events[rid]],
+                )
                 for t, rid in sorted(
                     ((min(r["received_at"] for r in by_run[rid]), rid) for rid in due),
                     reverse=True,
