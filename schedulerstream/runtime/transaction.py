@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,14 @@ class TransactionalProducer:
     current transaction; nothing reaches the broker for a transaction never begun.
     """
 
-    def __init__(self, config: dict[str, Any], timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, config: dict[str, Any], timeout_s: float = 30.0, watchdog: Watchdog | None = None
+    ) -> None:
         self._config = config
         self.timeout_s = timeout_s
+        # a blocking call still running this long after its own timeout is stuck
+        self.hung_after_s = 2 * timeout_s + 30
+        self._watchdog = watchdog or Watchdog()
         self._producer: Producer | None = None
         self.begun = False
         self.produced = 0
@@ -101,7 +107,8 @@ class TransactionalProducer:
     def start(self) -> None:
         """Create the producer and fence older instances of its transactional id."""
         self._producer = Producer(self._config)
-        self._producer.init_transactions(self.timeout_s)
+        with self._watchdog.guard("init_transactions", self.hung_after_s):
+            self._producer.init_transactions(self.timeout_s)
         self.begun = False
 
     def close(self) -> None:
@@ -163,21 +170,24 @@ class TransactionalProducer:
 
     def flush(self) -> None:
         """Wait for every record of the transaction to be acknowledged (step 1)."""
-        remaining = self.producer.flush(self.timeout_s)
+        with self._watchdog.guard("flush", self.hung_after_s):
+            remaining = self.producer.flush(self.timeout_s)
         if remaining:
             raise TransactionFailed(Failure.ABORTABLE, f"{remaining} records unacknowledged")
 
     def send_offsets(self, offsets: Sequence[TopicPartition], group_metadata: Any) -> None:
         """Add the consumed offsets to the transaction, fenced by the group metadata (step 2)."""
         self.begin()
-        self.producer.send_offsets_to_transaction(list(offsets), group_metadata, self.timeout_s)
+        with self._watchdog.guard("send_offsets_to_transaction", self.hung_after_s):
+            self.producer.send_offsets_to_transaction(list(offsets), group_metadata, self.timeout_s)
 
     def commit(self, attempts: int = 3) -> None:
         """Commit the transaction (step 3); a retriable timeout is retried, and an outcome
         still unknown after ``attempts`` is fatal (recovery rereads the changelog)."""
         for attempt in range(1, attempts + 1):
             try:
-                self.producer.commit_transaction(self.timeout_s)
+                with self._watchdog.guard("commit_transaction", self.hung_after_s):
+                    self.producer.commit_transaction(self.timeout_s)
                 self.begun = False
                 return
             except KafkaException as exc:
@@ -191,5 +201,6 @@ class TransactionalProducer:
     def abort(self) -> None:
         """Abort the begun transaction (if any)."""
         if self.begun:
-            self.producer.abort_transaction(self.timeout_s)
+            with self._watchdog.guard("abort_transaction", self.hung_after_s):
+                self.producer.abort_transaction(self.timeout_s)
             self.begun = False
