@@ -52,6 +52,7 @@ from tests.targets.procs import ReceiverProcess
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 JOBS = 20
 HOOKS = Path(__file__).resolve().parent / "hooks"  # sitecustomize: SIGSTOP at a point
+LATE_MARGIN_S = 25  # beyond the takeover: restore, rejoin, a 2 s answer, a loaded machine
 ANSWER_MS = 2000
 
 
@@ -87,6 +88,19 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="dispatcher bug: the receiver never fails, yet about 350 attempts are refused with "
+    "'circuit breaker open for <receiver> after 22 consecutive failures' and a third of the "
+    "runs arrive up to 75-80 s late (4 runs of 4). The failures are the zombie's own: stopped "
+    "inside a commit for 15 s, its in-flight attempts' deadlines (monotonic time) pass during "
+    "the stall, so on SIGCONT the executor loop times them all out before the failing commit "
+    "cancels them; HttpTarget._judge records each timeout as a failure of the host, the "
+    "breaker opens, and once the zombie rejoins every delivery of its partitions to that host "
+    "is refused for the 30 s cool-down, twice. Fix: an attempt that timed out while its "
+    "process was stalled (event-loop lag beyond the deadline) or whose partition is being "
+    "stopped is not a judgement on the host (release the permit, as for a cancellation)",
+)
 def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
     topo: Settings, procs: SpawnFault, tmp_path: Path
 ) -> None:
@@ -231,6 +245,21 @@ def dispatcher_zombie(
                     reverse=True,
                 )[:3]
             ],
+            "failures": sorted(  # attempts that failed, by reason (breaker refusals aside)
+                {
+                    f"{e['kind']}: {(e['reason'] or '')[:70]}"
+                    for got in events.values()
+                    for e in got
+                    if e["kind"] in ("failed", "timed_out")
+                    and not (e["reason"] or "").startswith("circuit breaker open")
+                }
+            )[:6],
+            "breaker_refusals": sum(
+                1
+                for got in events.values()
+                for e in got
+                if e["kind"] == "failed" and (e["reason"] or "").startswith("circuit breaker")
+            ),
             "timeline_s": {  # from the SIGSTOP
                 "resumed": round(resumed_wall - stopped_wall, 2),
                 "rejoined": round(rejoined_wall - stopped_wall, 2),
@@ -243,6 +272,13 @@ def dispatcher_zombie(
             f"partitions again: {[r['headers'].get('webhook-id') for r in after_resume][:5]}"
         )
         assert unexplained == [], f"duplicates not explained: {unexplained[:3]}"
+        # the receiver never fails: a run waits at most for the takeover and the rejoin
+        worst_s = figures["lateness"]["max_ms"] / 1000
+        assert worst_s <= takeover_s + LATE_MARGIN_S, (
+            f"a run first delivered {worst_s:.0f} s after its instant (takeover "
+            f"{takeover_s:.0f} s); {figures['breaker_refusals']} attempts refused by a circuit "
+            f"breaker although the receiver never failed: {figures['latest'][:1]}"
+        )
         assert b.stop() == 0
         if a.alive():
             assert a.stop() == 0
