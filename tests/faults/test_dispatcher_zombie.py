@@ -267,6 +267,8 @@ def dispatcher_zombie(
             },
         }
         report(case, **figures)
+        before = sum(1 for r in requests if from_zombie(r) and r["received_at"] < stopped_wall)
+        assert before > 0, "the zombie's requests are not told apart (no port seen)"
         assert after_resume == [], (
             f"the zombie sent {len(after_resume)} requests after SIGCONT, before it had "
             f"partitions again: {[r['headers'].get('webhook-id') for r in after_resume][:5]}"
