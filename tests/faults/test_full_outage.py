@@ -116,6 +116,9 @@ def outage(topo: Settings, procs: SpawnFault, grace_s: int, away_s: float) -> di
     return figures
 
 
+# slow: tests/scheduler/test_scheduler_kafka.py::test_misfire_policies_after_a_full_outage
+# covers the same in CI
+@pytest.mark.slow
 def test_full_outage_past_a_short_grace_then_each_misfire_policy(
     topo: Settings, procs: SpawnFault
 ) -> None:
