@@ -3,6 +3,8 @@ the SSRF guard at connection time, and a circuit breaker per host."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import email.utils
 import math
 from collections.abc import Mapping
@@ -28,6 +30,7 @@ from schedulerstream.targets.ssrf import (
     GuardedResolver,
     guarded_socket_factory,
 )
+from schedulerstream.targets.stall import LoopStallMonitor
 
 USER_AGENT = f"schedulerstream/{__version__}"
 BODY_CAP = 4096
@@ -101,6 +104,7 @@ class HttpTarget:
         self._body_cap = body_cap
         self._session: aiohttp.ClientSession | None = None
         self._breakers: dict[str, CircuitBreaker] = {}
+        self._stalls = LoopStallMonitor()
         self._closed = False
 
     @classmethod
@@ -128,9 +132,17 @@ class HttpTarget:
                 duration_us=0,
                 retry_after_s=breaker.retry_after(),
             )
+        self._stalls.ensure_started()
+        loop_started = asyncio.get_running_loop().time()
         outcome: Outcome | None = None
         try:
             outcome = await self._attempt(delivery, target_config, url, started)
+            if outcome.kind == "timed_out" and self._stalls.stalled_since(loop_started):
+                reason = f"{outcome.reason} (this process was stalled meanwhile)"
+                outcome = dataclasses.replace(outcome, reason=reason)
+                if breaker is not None and permit is not None:
+                    breaker.release(permit)  # not the host's fault: no judgement
+                permit = None
             return outcome
         finally:
             if self._breaker_threshold is not None and permit is not None:
@@ -138,6 +150,7 @@ class HttpTarget:
 
     async def close(self) -> None:
         self._closed = True
+        await self._stalls.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

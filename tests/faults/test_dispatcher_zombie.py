@@ -88,19 +88,6 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatcher bug: the receiver never fails, yet about 350 attempts are refused with "
-    "'circuit breaker open for <receiver> after 22 consecutive failures' and a third of the "
-    "runs arrive up to 75-80 s late (4 runs of 4). The failures are the zombie's own: stopped "
-    "inside a commit for 15 s, its in-flight attempts' deadlines (monotonic time) pass during "
-    "the stall, so on SIGCONT the executor loop times them all out before the failing commit "
-    "cancels them; HttpTarget._judge records each timeout as a failure of the host, the "
-    "breaker opens, and once the zombie rejoins every delivery of its partitions to that host "
-    "is refused for the 30 s cool-down, twice. Fix: an attempt that timed out while its "
-    "process was stalled (event-loop lag beyond the deadline) or whose partition is being "
-    "stopped is not a judgement on the host (release the permit, as for a cancellation)",
-)
 def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
     topo: Settings, procs: SpawnFault, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from schedulerstream.settings import Settings
 from schedulerstream.targets import HttpTarget, Outcome, Target
 from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.http import parse_retry_after
+from schedulerstream.targets.stall import LoopStallMonitor
 from tests.targets.helpers import SECRET, delivery, expected_signature, http_config
 from tests.targets.procs import ReceiverProcess, free_port
 
@@ -366,3 +367,48 @@ def test_sequential_deliveries_reuse_one_keep_alive_connection(receiver: Receive
     asyncio.run(go())
     peers = {tuple(receiver.requests(run.run_id)[0]["peer"]) for run in runs}
     assert len(peers) == 1
+
+
+def test_a_timeout_across_a_stall_of_this_process_is_not_held_against_the_host(
+    receiver: ReceiverProcess,
+) -> None:
+    """The dispatcher stopped (SIGSTOP, a VM pause) while a request waited: the deadline
+    passes during the stall, which says nothing about the host, so its breaker stays shut;
+    the same timeout without a stall counts."""
+
+    async def go() -> tuple[Outcome, Outcome, HttpTarget]:
+        target = HttpTarget(allow_private=True, breaker_threshold=1)
+        url = receiver.url("/hang")
+        stalled = asyncio.create_task(target.deliver(delivery(deadline=0.5), http_config(url)))
+        await asyncio.sleep(0.2)
+        time.sleep(1.5)  # the whole loop stops, as a stopped process does
+        first = await stalled
+        no_verdict = target.breaker(f"127.0.0.1:{receiver.port}") is None
+        second = await target.deliver(delivery(deadline=0.5), http_config(url))
+        await target.close()
+        assert no_verdict
+        return first, second, target
+
+    first, second, target = asyncio.run(go())
+    assert first.kind == "timed_out" and "stalled" in first.reason
+    assert second.kind == "timed_out" and "stalled" not in second.reason
+    breaker = target.breaker(f"127.0.0.1:{receiver.port}")
+    assert breaker is not None and breaker.consecutive_failures == 1
+
+
+def test_the_stall_monitor_sees_a_blocked_loop_and_only_then() -> None:
+    async def go() -> tuple[bool, bool, bool]:
+        monitor = LoopStallMonitor(interval_s=0.05, threshold_s=0.3)
+        monitor.ensure_started()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.sleep(0.4)
+        calm = monitor.stalled_since(start)
+        time.sleep(0.6)
+        during = monitor.stalled_since(start)  # the ticker has not run yet
+        await asyncio.sleep(0.1)
+        after = monitor.stalled_since(start)
+        await monitor.close()
+        return calm, during, after
+
+    assert asyncio.run(go()) == (False, True, True)
