@@ -135,6 +135,7 @@ def _signs(log: str) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_broker_clean_stop_and_kill_9_under_load(
     own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault
 ) -> None:
@@ -144,6 +145,7 @@ def test_broker_clean_stop_and_kill_9_under_load(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_broker_stopped_and_killed_for_longer_in_turn(
     own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault
 ) -> None:

@@ -127,6 +127,7 @@ def test_full_outage_past_a_short_grace_then_each_misfire_policy(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_full_outage_of_three_minutes_then_each_misfire_policy(
     topo: Settings, procs: SpawnFault
 ) -> None:

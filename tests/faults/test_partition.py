@@ -132,6 +132,7 @@ def test_a_partitioned_scheduler_is_fenced_and_nothing_is_lost(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_partitions_of_several_lengths_in_a_row(
     own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault
 ) -> None:
