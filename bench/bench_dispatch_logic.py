@@ -1,0 +1,138 @@
+"""The dispatcher's own logic per run, without Kafka or HTTP, against the store work it needs.
+
+``DispatchLogic`` over a real RocksStore (a temporary directory): ``runs`` RunTriggered records
+of distinct jobs of ``tenants`` tenants are ingested (a WriteBatch every 500, as commits do),
+then started in fair-share rounds and finished with a success outcome.
+
+- ``logic_us_per_run``: ingest + select + start + outcome, per run;
+- ``store_us_per_run``: the baseline, in the same run: the raw store operations a run needs at
+  the least (5 puts and 3 gets of run-record-sized values, one WriteBatch per 500 runs);
+- ``logic_vs_store``: how many times the bare store work the logic costs.
+
+    .venv/bin/python bench/bench_dispatch_logic.py [--runs 20000] [--tenants 8]
+
+The last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from schedulerstream.codec import default_codec
+from schedulerstream.dispatcher.limits import Limits
+from schedulerstream.dispatcher.logic import DispatchLogic, Start, Topics
+from schedulerstream.ids import scheduled_run_id
+from schedulerstream.model import JobDefinition
+from schedulerstream.runtime.store import RocksStore
+from schedulerstream.targets.base import Outcome
+
+T0 = 1_700_000_000_000_000
+OK = Outcome("succeeded", "HTTP 200", False, 10, 200)
+
+
+class Discard:
+    """An Output that counts records."""
+
+    def __init__(self) -> None:
+        self.records = 0
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+        self.records += 1
+
+
+def run_values(runs: int, tenants: int) -> list[bytes]:
+    codec = default_codec()
+    values = []
+    for i in range(runs):
+        job = JobDefinition.model_validate(
+            {
+                "tenant": f"t{i % tenants}",
+                "job_id": f"d{i}",
+                "version": 1,
+                "schedule": {"every": 3600},
+                "target": {"type": "http", "url": "http://127.0.0.1:1/hook"},
+            }
+        )
+        record: dict[str, Any] = {
+            "run_id": scheduled_run_id(job.key, T0), "tenant": job.tenant,
+            "job_id": job.job_id, "scheduled_at_us": T0, "not_before_us": T0,
+            "emitted_at_us": T0, "trigger": "scheduled", "payload_json": json.dumps({"i": i}),
+            "job_version": 1, "job_definition": codec.encode("JobDefinition", job.to_avro()),
+        }  # fmt: skip
+        values.append(codec.encode("RunTriggered", record))
+    return values
+
+
+def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
+    store = RocksStore.open(workdir / "logic")
+    limits = Limits(200, 50, 1e9, 100)
+    logic = DispatchLogic(default_codec(), Topics("attempts"), limits, "bench")
+    out = Discard()
+    now = T0 + 1
+    started = time.perf_counter()
+    for i, value in enumerate(values, 1):
+        logic.on_run(store, out, 0, value, now)
+        if i % 500 == 0:
+            store.flush(i)
+    store.flush(len(values))
+    done = 0
+    while done < len(values):
+        now += 1000
+        for action in logic.on_tick(store, out, 0, now):
+            assert isinstance(action, Start)
+            limits.release(action.tenant, action.host)
+            d = action.delivery
+            logic.on_outcome(store, out, 0, d.run_id, d.attempt, OK, now)
+            done += 1
+        store.flush(done)
+    elapsed = time.perf_counter() - started
+    store.close()
+    return elapsed, out.records
+
+
+def store_seconds(runs: int, workdir: Path) -> float:
+    store = RocksStore.open(workdir / "store")
+    value = b"x" * 220  # about a run record
+    started = time.perf_counter()
+    for i in range(runs):
+        key = b"run/%d" % i
+        for n in range(5):
+            store.put(key + b"/%d" % n, value)
+        for n in range(3):
+            store.get(key + b"/%d" % n)
+        if i % 500 == 499:
+            store.flush(i)
+    store.flush(runs)
+    elapsed = time.perf_counter() - started
+    store.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--tenants", type=int, default=8)
+    args = parser.parse_args()
+    values = run_values(args.runs, args.tenants)
+    with tempfile.TemporaryDirectory() as tmp:
+        logic_s, records = logic_seconds(values, Path(tmp))
+        store_s = store_seconds(args.runs, Path(tmp))
+    result = {
+        "runs": args.runs,
+        "logic_us_per_run": round(logic_s / args.runs * 1e6, 1),
+        "store_us_per_run": round(store_s / args.runs * 1e6, 1),
+        "logic_vs_store": round(logic_s / store_s, 2),
+        "records_per_run": round(records / args.runs, 2),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
