@@ -9,8 +9,9 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.codec import Codec
-from schedulerstream.errors import CodecError, SchedulerStreamError
+from schedulerstream.errors import CodecError, SchedulerStreamError, ValidationError
 from schedulerstream.ids import split_job_key
+from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition, field_errors
 
 
@@ -29,8 +30,16 @@ class Upsert:
     record: dict[str, Any]
 
 
-def decode_schedule(codec: Codec, key: bytes | None, value: bytes, timestamp_us: int) -> Upsert:
-    """A validated job definition from a cron.schedules value; raises RejectedRecord."""
+def decode_schedule(
+    codec: Codec,
+    key: bytes | None,
+    value: bytes,
+    timestamp_us: int,
+    limits: RecordLimits | None = None,
+) -> Upsert:
+    """A validated job definition from a cron.schedules value; raises RejectedRecord.
+
+    With ``limits``, a job whose runs would need records over the limits is rejected too."""
     job_key = job_key_from_record_key(key)
     if value[:2] == b"\xc3\x01":
         try:
@@ -47,6 +56,12 @@ def decode_schedule(codec: Codec, key: bytes | None, value: bytes, timestamp_us:
         definition = codec.encode("JobDefinition", record)
     if job.key != job_key:
         raise RejectedRecord(f"record key {job_key!r} does not match the value's {job.key!r}")
+    if limits is not None:
+        payload = record.get("payload_json")
+        try:
+            limits.check(job_key, len(definition), 0 if payload is None else len(payload))
+        except ValidationError as exc:
+            raise RejectedRecord(f"{exc.field}: {exc.message}") from exc
     return Upsert(job, definition, record)
 
 

@@ -54,16 +54,23 @@ class Publisher:
             raise PublishError(f"writes to {topic} failed: {'; '.join(errors[:3])}")
 
     def put_jobs(self, jobs: list[JobDefinition], timeout: float = 30.0) -> list[JobDefinition]:
-        """Produce job definitions (a missing version becomes now in µs); return them versioned."""
+        """Produce job definitions (a missing version becomes now in µs); return them versioned.
+
+        Every job is encoded and checked against the record limits before any is produced
+        (``ValidationError`` names the job, the field and the limit)."""
         stamped = []
         base = now_us()
         for offset, job in enumerate(jobs):
             stamped.append(job if job.version is not None else job.with_version(base + offset))
-        self._send(
-            self.settings.topic("schedules"),
-            ((j.key, self.codec.encode("JobDefinition", j.to_avro())) for j in stamped),
-            timeout,
-        )
+        limits = self.settings.record_limits()
+        records = []
+        for job in stamped:
+            record = job.to_avro()
+            value = self.codec.encode("JobDefinition", record)
+            payload = record["payload_json"]
+            limits.check(job.key, len(value), 0 if payload is None else len(payload))
+            records.append((job.key, value))
+        self._send(self.settings.topic("schedules"), records, timeout)
         return stamped
 
     def delete_job(self, job_key: str, timeout: float = 30.0) -> None:

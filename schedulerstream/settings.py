@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schedulerstream.errors import ConfigError
+from schedulerstream.limits import RecordLimits
 
 ENV_PREFIX = "SCHEDULERSTREAM_"
 
@@ -26,6 +27,9 @@ class Settings(BaseSettings):
     partitions: int = Field(default=12, ge=1, le=10_000)
     replication_factor: int = Field(default=1, ge=1, le=16)
     allow_private_targets: bool = False
+    # what one job may hold (schedulerstream/limits.py): every record derived from it must fit
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1, le=4 * 1024 * 1024)
+    max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024, le=100 * 1024 * 1024)
     kafka_version: str = "4.1.1"
     cache_dir: Path = Path.home() / ".cache" / "schedulerstream"
     # scheduler
@@ -64,6 +68,9 @@ class Settings(BaseSettings):
         if value not in ("consumer", "classic"):
             raise ValueError("must be 'consumer' (KIP-848) or 'classic' (cooperative-sticky)")
         return value
+
+    def record_limits(self) -> RecordLimits:
+        return RecordLimits(self.max_payload_bytes, self.max_record_bytes)
 
     def topic(self, name: str) -> str:
         """The full topic name for a logical name such as ``schedules``."""

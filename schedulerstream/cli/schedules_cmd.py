@@ -7,7 +7,7 @@ from typing import IO
 
 import click
 
-from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.errors import SchedulerStreamError, ValidationError
 from schedulerstream.jobfile import parse_job_file
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
@@ -30,6 +30,10 @@ def put(file: IO[str]) -> None:
         sys.exit(2)
     try:
         written = Publisher(load_settings()).put_jobs(jobs)
+    except ValidationError as exc:
+        click.echo(f"error: {exc.field}: {exc.message}", err=True)
+        click.echo("nothing was produced", err=True)
+        sys.exit(2)
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
     for job in written:

@@ -14,6 +14,7 @@ from typing import Any
 
 from schedulerstream.codec import Codec
 from schedulerstream.ingest import decode_schedule, job_key_from_record_key
+from schedulerstream.limits import RecordLimits
 from schedulerstream.projector import keys
 from schedulerstream.projector.connect import encode_run_state
 from schedulerstream.projector.events import RunEvent
@@ -37,10 +38,17 @@ class Effects:
 class Projection:
     """The projector's state machine for one partition."""
 
-    def __init__(self, codec: Codec, keep_per_job: int = 100, next_fires: int = 3) -> None:
+    def __init__(
+        self,
+        codec: Codec,
+        keep_per_job: int = 100,
+        next_fires: int = 3,
+        limits: RecordLimits | None = None,
+    ) -> None:
         if keep_per_job < 1:
             raise ValueError("keep_per_job must be at least 1")
         self.codec = codec
+        self.limits = limits  # the scheduler's: a job it rejects is not shown as accepted
         self.keep_per_job = keep_per_job
         self.next_fires = next_fires
 
@@ -54,7 +62,7 @@ class Projection:
         if value is None:
             new = None if old is None else old.delete(stamp_us)
         else:
-            upsert = decode_schedule(self.codec, key, value, stamp_us)
+            upsert = decode_schedule(self.codec, key, value, stamp_us, self.limits)
             new = JobDef.accept(old, upsert.job, stamp_us)
         effects = Effects()
         if new is not None:

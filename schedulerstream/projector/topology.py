@@ -77,7 +77,7 @@ class ProjectorTopology(Topology):
         self.run_state_topic = settings.topic("run-state")
         self._changelog = changelog_topic or settings.topic("projector-state")
         self.codec = codec or default_codec()
-        self.projection = Projection(self.codec, keep_per_job)
+        self.projection = Projection(self.codec, keep_per_job, limits=settings.record_limits())
         self._batches: dict[int, Batch] = {}
         self.write_seconds = Histogram(DURATION_BUCKETS)  # one per SQL transaction
         self.rows_written = 0

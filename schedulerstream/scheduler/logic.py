@@ -20,6 +20,7 @@ from schedulerstream.ingest import (
     decode_schedule,
     job_key_from_record_key,
 )
+from schedulerstream.limits import RecordLimits
 from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
@@ -80,9 +81,10 @@ class SchedulerLogic:
 
     def __init__(
         self, codec: Codec, topics: Topics, timers: TimerSettings, instance: str,
-        due_batch: int = 5000, backfill_chunk: int = 1000,
+        due_batch: int = 5000, backfill_chunk: int = 1000, limits: RecordLimits | None = None,
     ) -> None:  # fmt: skip
         self.codec = codec
+        self.limits = limits or RecordLimits()
         self.topics = topics
         self.timers = timers
         self.instance = instance
@@ -179,7 +181,7 @@ class SchedulerLogic:
                 self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
                 self.save(store, job_key, last, None)
             return
-        upsert = decode_schedule(self.codec, key, value, timestamp_us)
+        upsert = decode_schedule(self.codec, key, value, timestamp_us, self.limits)
         job = upsert.job
         assert job.version is not None
         job_key = job.key

@@ -56,6 +56,7 @@ class SchedulerTopology(Topology):
             settings.instance_id,
             due_batch=settings.due_batch,
             backfill_chunk=settings.backfill_chunk,
+            limits=settings.record_limits(),
         )
         self.trigger_lateness = TriggerLateness(self.logic.codec, settings.topic("runs"))
 
