@@ -6,19 +6,29 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from schedulerstream.clock import Clock
+from schedulerstream.runtime.quarantine import Quarantine
 from schedulerstream.runtime.store import StateStore
 
 Headers = list[tuple[str, str | bytes | None]]
 
 
 class Output(NamedTuple):
-    """One record to produce inside the current transaction."""
+    """One record to produce inside the current transaction; ``origin`` names the run,
+    attempt or job it belongs to, so a refusal of this record is charged to that alone."""
 
     topic: str
     key: bytes | None
     value: bytes | None
     partition: int | None = None
     headers: Headers | None = None
+    origin: str | None = None
+
+    def size(self) -> int:
+        """Bytes of key, value and headers (what the broker's record size counts)."""
+        size = len(self.key or b"") + len(self.value or b"")
+        for name, value in self.headers or ():
+            size += len(name) + (len(value) if value is not None else 0)
+        return size
 
 
 class TaskContext:
@@ -36,8 +46,12 @@ class TaskContext:
         rejected_topic: str | None,
         processor: str,
         request_commit: Callable[[], None] | None = None,
+        quarantine: Quarantine | None = None,
+        max_record_bytes: int = 1_000_000,
     ) -> None:
         self.partition = partition
+        self.max_record_bytes = max_record_bytes
+        self._quarantine = quarantine or Quarantine()
         self._request_commit = request_commit
         self.store = store
         self._clock = clock
@@ -57,9 +71,20 @@ class TaskContext:
         value: bytes | None,
         partition: int | None = None,
         headers: Headers | None = None,
+        origin: str | None = None,
     ) -> None:
         """Produce a record in the current transaction (``partition=None``: partitioner)."""
-        self.outputs.append(Output(topic, key, value, partition, headers))
+        self.outputs.append(Output(topic, key, value, partition, headers, origin))
+
+    def failed(self, origin: str) -> str | None:
+        """Why a record of ``origin`` was refused by the broker in a transaction that was
+        then aborted (None: it was not). This is the replay: take that origin out now (fail
+        its attempt, quarantine its job) and the rest of the transaction commits."""
+        return self._quarantine.reason(self.partition, origin)
+
+    def isolated(self, kind: str, detail: str) -> None:
+        """Report a failure kept to one run or job (logged, counted by ``kind``)."""
+        self._quarantine.count(kind, detail)
 
     def request_commit(self) -> None:
         """Commit at the end of this loop step rather than at the next commit interval (work
@@ -84,9 +109,15 @@ class TaskContext:
         return outputs
 
 
-def rejected_output(topic: str, message: Any, reason: str, processor: str) -> Output:
+REJECTED_ROOM = 16 * 1024  # the rejected.* headers and the key, at most
+
+
+def rejected_output(
+    topic: str, message: Any, reason: str, processor: str, max_bytes: int = 1_000_000
+) -> Output:
     """The rejected-topic record for ``message``: same key, value, partition and headers,
-    plus ``rejected.*`` headers saying where it came from and why."""
+    plus ``rejected.*`` headers saying where it came from and why. A value too large to
+    copy within ``max_bytes`` is left out (``rejected.value-bytes`` says how large it was)."""
     headers: Headers = list(message.headers() or [])
     headers += [
         ("rejected.reason", reason.encode("utf-8", "replace")[:4096]),
@@ -95,4 +126,22 @@ def rejected_output(topic: str, message: Any, reason: str, processor: str) -> Ou
         ("rejected.partition", str(message.partition()).encode()),
         ("rejected.offset", str(message.offset()).encode()),
     ]
-    return Output(topic, message.key(), message.value(), message.partition(), headers)
+    value: bytes | None = message.value()
+    output = Output(topic, message.key(), value, message.partition(), headers)
+    if value is not None and output.size() + REJECTED_ROOM > max_bytes:
+        headers = [*headers[-5:], ("rejected.value-bytes", str(len(value)).encode())]
+        output = Output(topic, (message.key() or b"")[:1024], None, message.partition(), headers)
+    return output
+
+
+def refused_output(topic: str, output: Output, reason: str, processor: str) -> Output:
+    """A rejected-topic record for an ``output`` the runtime would not produce (too large):
+    its key and where it was going, without its value."""
+    headers: Headers = [
+        ("rejected.reason", reason.encode("utf-8", "replace")[:4096]),
+        ("rejected.processor", processor.encode()),
+        ("rejected.output-topic", output.topic.encode()),
+        ("rejected.origin", (output.origin or "").encode()),
+        ("rejected.value-bytes", str(len(output.value or b"")).encode()),
+    ]
+    return Output(topic, (output.key or b"")[:1024], None, output.partition, headers)

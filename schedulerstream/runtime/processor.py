@@ -10,6 +10,7 @@ transaction ends well; ``_recover`` the one place it ends badly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from schedulerstream.kafka import clients
 from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
-from schedulerstream.runtime.context import TaskContext, rejected_output
+from schedulerstream.runtime.context import Output, TaskContext, refused_output, rejected_output
+from schedulerstream.runtime.quarantine import Quarantine, refusal
 from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
@@ -81,6 +83,14 @@ class Processor:
             0,
         )  # fmt: skip
         self.commit_seconds = Histogram(DURATION_BUCKETS)  # of the commits that succeeded
+        # origins whose records the broker refused: the replay takes them out (§8)
+        self.quarantine = Quarantine()
+        self._refusals: list[tuple[int, str, str]] = []  # (partition, origin, reason)
+        self._owned = frozenset(
+            (topology.changelog_topic, self.rejected_topic, *topology.owned_topics)
+        )
+        self._max_record = settings.max_record_bytes
+        self._last_abort = ""
         self.lag: dict[tuple[str, int], int] = {}  # owned input partition → records behind
         # called on the loop thread every SAMPLE_INTERVAL_S with the RUNNING tasks' contexts
         self.samplers: list[Sampler] = []
@@ -102,7 +112,15 @@ class Processor:
         # blocks read_committed readers (and the restore of its successor).
         self._txn = TransactionalProducer(
             clients.transactional_producer_config(
-                settings, self.transactional_id, **{"transaction.timeout.ms": 10_000}
+                settings,
+                self.transactional_id,
+                **{
+                    "transaction.timeout.ms": 10_000,
+                    # a missing topic (a job's Kafka target) fails its record within a second
+                    "topic.metadata.propagation.max.ms": 1000,
+                    # our own size check (max_record_bytes) speaks first, naming the origin
+                    "message.max.bytes": settings.max_record_bytes + 64 * 1024,
+                },
             ),
             timeout_s,
         )
@@ -288,6 +306,7 @@ class Processor:
             failed = [t.changelog_error for t in running if t.changelog_error]
             if failed:
                 raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
+            self._take_out_refused()
             offsets = [
                 TopicPartition(topic, task.partition, offset)
                 for task in running
@@ -306,6 +325,8 @@ class Processor:
             self._write_local(task)
         faults.reached("after-local")
         self._dirty = False
+        self._last_abort = ""
+        self.quarantine.committed()
         self.metrics["commits"] += 1
         self.commit_seconds.observe(time.perf_counter() - started)
         try:  # (6)
@@ -320,8 +341,7 @@ class Processor:
         try:
             self.topology.pre_commit(contexts)
             for ctx in contexts:
-                for output in ctx.take_outputs():
-                    self._txn.produce(output)
+                self._produce(ctx.partition, ctx.take_outputs())
         except KafkaException as exc:
             self._recover(classify(exc))
             return False
@@ -357,6 +377,11 @@ class Processor:
         committed offsets. The changelog and the group are the truth, never local state."""
         log.warning("transaction failed (%s): %s", failure.failure.value, failure.reason)
         self.metrics["aborts"] += 1
+        self._refusals.clear()
+        if failure.reason == self._last_abort:  # a replay that cannot get past it: surface it
+            log.error("the same failure aborted two transactions in a row: %s", failure.reason)
+            self.quarantine.count("repeated_abort", failure.reason)
+        self._last_abort = failure.reason
         kind = failure.failure
         if kind is Failure.ABORTABLE:
             try:
@@ -452,38 +477,102 @@ class Processor:
     def _process(self, task: Task, msg: Any) -> None:
         ctx = self._contexts[task.partition]
         store = task.require_store()
-        store.savepoint()
-        try:
-            self.topology.process(ctx, msg)
-            until_us, ctx.held_until_us = ctx.held_until_us, None
-            if until_us is not None:
+        origin = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"  # for untagged outputs
+        for replay in (False, True):
+            store.savepoint()
+            try:
+                self.topology.process(ctx, msg)
+                until_us, ctx.held_until_us = ctx.held_until_us, None
+                if until_us is not None:
+                    store.rollback()
+                    ctx.outputs.clear()
+                    self._hold(msg, until_us)
+                    return
+            except StoreCorrupted as exc:  # the record is fine, the local store is not
                 store.rollback()
                 ctx.outputs.clear()
-                self._hold(msg, until_us)
+                ctx.held_until_us = None
+                self._store_corrupted(task, exc)
                 return
-        except StoreCorrupted as exc:  # the record is fine, the local store is not
-            store.rollback()
-            ctx.outputs.clear()
-            ctx.held_until_us = None
-            self._store_corrupted(task, exc)
-            return
-        except Exception as exc:
-            store.rollback()
-            ctx.outputs.clear()
-            ctx.held_until_us = None
-            self.metrics["records_rejected"] += 1
-            reason = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "rejected %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason
-            )
-            self._txn.produce(rejected_output(self.rejected_topic, msg, reason, self.group_id))
-        else:
-            store.release()
-            for output in ctx.take_outputs():
-                self._txn.produce(output)
+            except Exception as exc:
+                store.rollback()
+                ctx.outputs.clear()
+                ctx.held_until_us = None
+                self._reject(msg, f"{type(exc).__name__}: {exc}")
+                break
+            outputs = ctx.take_outputs()
+            oversized = [o for o in outputs if o.size() > self._max_record]
+            if not oversized:
+                store.release()
+                self._produce(task.partition, outputs, origin)
+                break
+            store.rollback()  # told of its refused records, the topology processes it again
+            for output in oversized:
+                self.quarantine.add(task.partition, output.origin or origin,
+                                    self._too_large(output), "record_too_large")  # fmt: skip
+            if replay:
+                self._reject(msg, self._too_large(oversized[0]))
         task.input_offsets[msg.topic()] = msg.offset() + 1
         self.metrics["records_processed"] += 1
         self._dirty = True
+
+    def _reject(self, msg: Any, reason: str) -> None:
+        self.metrics["records_rejected"] += 1
+        log.warning("rejected %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason)
+        output = rejected_output(self.rejected_topic, msg, reason, self.group_id, self._max_record)
+        self._txn.produce(output)
+
+    def _too_large(self, output: Output) -> str:
+        return (
+            f"a record of {output.size():,} bytes for {output.topic!r} is over the limit of "
+            f"{self._max_record:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
+        )
+
+    def _produce(self, partition: int, outputs: list[Output], origin: str | None = None) -> None:
+        """Produce a callback's outputs; a record refused by the broker is charged to its
+        origin (or ``origin``). One too large to send is not sent: its origin is quarantined
+        (the topology learns of it at its next callback) and the rejected topic says so."""
+        for output in outputs:
+            charged = output.origin or origin
+            if output.size() > self._max_record:
+                reason = self._too_large(output)
+                if charged is not None:
+                    self.quarantine.add(partition, charged, reason, "record_too_large")
+                else:
+                    self.quarantine.count("record_too_large", reason)
+                self._txn.produce(refused_output(self.rejected_topic, output, reason,
+                                                 self.group_id))  # fmt: skip
+                continue
+            callback = (
+                self._on_delivery
+                if charged is None
+                else functools.partial(self._on_charged_delivery, partition, charged)
+            )
+            self._txn.produce(output, callback)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and refusal(err, msg.topic(), self._owned) is not None:
+            log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
+
+    def _on_charged_delivery(self, partition: int, origin: str, err: Any, msg: Any) -> None:
+        if err is not None:
+            reason = refusal(err, msg.topic(), self._owned)
+            if reason is not None:
+                self._refusals.append((partition, origin, reason))
+
+    def _take_out_refused(self) -> None:
+        """Step (2), once flushed: records the broker refused abort this transaction, and
+        their origins are quarantined so the replay takes them out and commits the rest."""
+        if not self._refusals:
+            return
+        refusals, self._refusals = self._refusals, []
+        for partition, origin, reason in refusals:
+            self.quarantine.add(partition, origin, reason, "record_refused")
+        partition, origin, reason = refusals[0]
+        raise TransactionFailed(
+            Failure.ABORTABLE,
+            f"{len(refusals)} record(s) refused, taken out on replay: {origin}: {reason}",
+        )
 
     def _hold(self, msg: Any, until_us: int) -> None:
         """Pause the record's partition and rewind to it until ``until_us``."""
@@ -527,8 +616,7 @@ class Processor:
             return
         store.release()
         outputs = ctx.take_outputs()
-        for output in outputs:
-            self._txn.produce(output)
+        self._produce(task.partition, outputs)
         if outputs or store.has_pending():
             self._dirty = True
 
@@ -630,6 +718,8 @@ class Processor:
             self.rejected_topic,
             self.group_id,
             self._request_commit,
+            self.quarantine,
+            self._max_record,
         )
         self._invoke(task, self.topology.on_running)
         return True
@@ -661,6 +751,7 @@ class Processor:
         self._unstarted.pop(partition, None)
         self._contexts.pop(partition, None)
         self._forget_held(partition)
+        self.quarantine.forget(partition)
         if self._restorer is not None:
             self._restorer.stop(task)
         self._stopped(task)

@@ -33,6 +33,13 @@ class Topology(Protocol):
     @property
     def changelog_topic(self) -> str: ...
 
+    @property
+    def owned_topics(self) -> Sequence[str]:
+        """Topics of the pipeline this topology writes (beside its changelog and the rejected
+        topic): a missing or forbidden one is an outage, not one run's failure. Records for
+        any other topic (a job's target) that the broker refuses fail only their origin."""
+        return ()
+
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record while restoring; rebuild derived (unlogged) data here.
 

@@ -147,7 +147,7 @@ class TransactionalProducer:
         """Produce one record in the transaction, waiting for queue space if it is full."""
         if not self.begun:
             self.begin()
-        topic, key, value, partition, headers = output
+        topic, key, value, partition, headers, _ = output
         produce = self.producer.produce
         while True:
             try:

@@ -1,0 +1,119 @@
+"""Failure domains inside one transaction (DESIGN.md §8).
+
+Every record a topology produces may name its ``origin``: the run, attempt or job it belongs
+to. When the broker refuses one record for a reason of its own (its size, its topic missing or
+not authorized), the transaction is aborted and replayed as always, but the origin is kept
+here first, so the replay takes that one origin out (``TaskContext.failed``) — its attempt
+fails or its job is quarantined with the reason — and everything else commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError
+
+log = logging.getLogger(__name__)
+
+# The record itself is at fault, whatever its topic.
+RECORD_CODES = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.POLICY_VIOLATION,
+    }
+)
+# The record's topic is at fault: isolated only for topics the topology does not own (a job's
+# Kafka target); for its own topics it is an outage of the pipeline, not of one run.
+TOPIC_CODES = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.UNKNOWN_TOPIC_ID,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.INVALID_REPLICATION_FACTOR,
+    }
+)
+TTL_S = 600.0  # an origin never consulted again (its job deleted meanwhile) is forgotten
+MAX_ENTRIES = 100_000
+
+
+def refusal(err: KafkaError, topic: str, owned: frozenset[str]) -> str | None:
+    """The reason when ``err`` belongs to one record of ``topic``, else None."""
+    code = err.code()
+    if code in RECORD_CODES or (code in TOPIC_CODES and topic not in owned):
+        return f"topic {topic!r} refused the record: {err.name()}: {err.str()}"
+    return None
+
+
+@dataclass(slots=True)
+class Entry:
+    reason: str
+    since: float
+    failures: int = 1
+    consulted: bool = False
+
+
+class Quarantine:
+    """Origins refused in this process, by partition, until a commit after they were taken
+    out. ``counts`` holds the isolated failures by kind (exported as a metric)."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._entries: dict[tuple[int, str], Entry] = {}
+        self._monotonic = monotonic
+        self.counts: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, partition: int, origin: str, reason: str, kind: str) -> None:
+        """``origin`` of ``partition`` was refused for ``reason``."""
+        entry = self._entries.get((partition, origin))
+        if entry is None:
+            if len(self._entries) >= MAX_ENTRIES:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[(partition, origin)] = Entry(reason, self._monotonic())
+        else:
+            entry.failures += 1
+            entry.reason = reason
+        self.count(kind, f"partition {partition}, {origin}: {reason}")
+
+    def count(self, kind: str, detail: str) -> None:
+        """One isolated failure: logged and counted."""
+        self.counts[kind] += 1
+        log.warning("isolated failure (%s): %s", kind, detail)
+
+    def reason(self, partition: int, origin: str) -> str | None:
+        """Why ``origin`` was refused (None: it was not); the caller takes it out now."""
+        entry = self._entries.get((partition, origin))
+        if entry is None:
+            return None
+        entry.consulted = True
+        return entry.reason
+
+    def failures(self, partition: int, origin: str) -> int:
+        entry = self._entries.get((partition, origin))
+        return 0 if entry is None else entry.failures
+
+    def committed(self) -> None:
+        """A commit succeeded: what was taken out is settled; stale entries go."""
+        if not self._entries:
+            return
+        horizon = self._monotonic() - TTL_S
+        for key, entry in list(self._entries.items()):
+            if entry.consulted or entry.since < horizon:
+                del self._entries[key]
+
+    def forget(self, partition: int) -> None:
+        """The partition moved away: its next owner learns of its refusals by itself."""
+        for key in [k for k in self._entries if k[0] == partition]:
+            del self._entries[key]
