@@ -33,6 +33,51 @@ def _next_table(allowed: Iterable[int], size: int) -> tuple[int, ...]:
     return tuple(table)
 
 
+def nearest_weekday(day: int, length: int, first_weekday: int) -> int:
+    """The weekday (Mon-Fri) nearest the ``day``-th of a month, never leaving the month."""
+    day_of_week = (first_weekday + day - 1) % 7
+    if day_of_week == 6:  # Saturday: the Friday before, or Monday the 3rd if it is the 1st
+        return day - 1 if day > 1 else day + 2
+    if day_of_week == 0:  # Sunday: the Monday after, or the Friday before if it is the last
+        return day + 1 if day < length else day - 2
+    return day
+
+
+def last_weekday(length: int, first_weekday: int) -> int:
+    """The last weekday (Mon-Fri) of a month."""
+    day_of_week = (first_weekday + length - 1) % 7
+    return length - 1 if day_of_week == 6 else length - 2 if day_of_week == 0 else length
+
+
+def matching_days(fields: CronFields, length: int, first_weekday: int) -> list[int]:
+    """The days of a month of ``length`` days starting on ``first_weekday`` (0 = Sunday) that
+    match both day fields (either one when both are restricted: Vixie cron's rule)."""
+    by_month_day = {day for day in fields.days_of_month if day <= length}
+    if fields.last_day_of_month:
+        by_month_day.add(length)
+    if fields.last_weekday_of_month:
+        by_month_day.add(last_weekday(length, first_weekday))
+    by_month_day.update(
+        nearest_weekday(day, length, first_weekday)
+        for day in fields.nearest_weekdays
+        if day <= length
+    )
+    either = fields.day_rule_is_or
+    days_of_week, nth, last_of = fields.days_of_week, fields.nth_weekdays, fields.last_weekdays
+    matching = []
+    for day in range(1, length + 1):
+        day_of_week = (first_weekday + day - 1) % 7
+        by_week_day = (
+            day_of_week in days_of_week
+            or (bool(nth) and (day_of_week, (day + 6) // 7) in nth)
+            or (day + 7 > length and day_of_week in last_of)
+        )
+        by_day = day in by_month_day
+        if (by_day or by_week_day) if either else (by_day and by_week_day):
+            matching.append(day)
+    return matching
+
+
 class FieldMatcher:
     """The matching local times of one cron expression (shared by every zone using it)."""
 
@@ -58,14 +103,10 @@ class FieldMatcher:
         self.never = not self._satisfiable()
 
     def _satisfiable(self) -> bool:
+        """Whether any month allowed fires: each length occurs with every first weekday."""
         fields = self._fields
-        if fields.day_rule_is_or:
-            return True
-        longest = {month: days_in_month(2000, month) for month in fields.months}
-        return any(
-            fields.last_day_of_month or any(day <= last for day in fields.days_of_month)
-            for last in longest.values()
-        )
+        lengths = {days_in_month(year, month) for month in fields.months for year in (2000, 2001)}
+        return any(matching_days(fields, length, first) for length in lengths for first in range(7))
 
     def _day_table(self, year: int, month: int) -> tuple[int, ...]:
         """``table[d]`` = the first matching day >= d of the month, or -1 (indices 0..32)."""
@@ -73,16 +114,8 @@ class FieldMatcher:
         table = self._day_tables.get(key)
         if table is not None:
             return table
-        fields = self._fields
-        last = days_in_month(year, month)
         first_weekday = weekday(days_from_civil(year, month, 1))
-        either = fields.day_rule_is_or
-        matching = []
-        for day in range(1, last + 1):
-            dom = day in fields.days_of_month or (fields.last_day_of_month and day == last)
-            dow = (first_weekday + day - 1) % 7 in fields.days_of_week
-            if (dom or dow) if either else (dom and dow):
-                matching.append(day)
+        matching = matching_days(self._fields, days_in_month(year, month), first_weekday)
         table = _next_table(matching, 33)
         if len(self._day_tables) >= _DAY_TABLE_LIMIT:
             self._day_tables.clear()

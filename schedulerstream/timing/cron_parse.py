@@ -50,7 +50,12 @@ MACROS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class CronFields:
-    """The parsed form of a cron expression; days of week are 0-6 with 0 = Sunday."""
+    """The parsed form of a cron expression; days of week are 0-6 with 0 = Sunday.
+
+    Besides plain values, day of month may hold ``L`` (the last day), ``LW`` (the last weekday)
+    and ``nW`` (the weekday nearest the n-th, within the month); day of week may hold ``D#n``
+    (the n-th such weekday of the month) and ``DL`` (the last such weekday of the month).
+    """
 
     seconds: frozenset[int]
     minutes: frozenset[int]
@@ -64,6 +69,10 @@ class CronFields:
     is_fixed_time: bool
     has_seconds: bool = field(compare=False)
     text: str = field(compare=False)
+    last_weekday_of_month: bool = False
+    nearest_weekdays: frozenset[int] = frozenset()
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    last_weekdays: frozenset[int] = frozenset()
 
     @property
     def day_rule_is_or(self) -> bool:
@@ -110,25 +119,104 @@ def _element(name: str, element: str) -> range:
     return range(first, high + 1 if slash else first + 1, step)
 
 
-def _field(name: str, text: str) -> tuple[frozenset[int], bool]:
-    """The allowed values of one field and whether it contains ``L``."""
+@dataclass(slots=True)
+class _DayRules:
+    """The day-field elements that are not plain values (collected while parsing)."""
+
+    last: bool = False
+    last_weekday: bool = False
+    nearest: set[int] = field(default_factory=set)
+    nth: set[tuple[int, int]] = field(default_factory=set)
+    last_of: set[int] = field(default_factory=set)
+
+
+def _day_of_month_rule(element: str, rules: _DayRules) -> bool:
+    """Record ``L``, ``LW`` or ``nW``; False if ``element`` is a plain one."""
+    upper = element.upper()
+    if upper == "L":
+        rules.last = True
+        return True
+    if upper == "LW":
+        rules.last_weekday = True
+        return True
+    if upper.startswith("L"):
+        raise CronSyntaxError(
+            DAY_OF_MONTH,
+            f"{element!r} is not supported: 'L' stands alone (the last day) "
+            "or as 'LW' (the last weekday)",
+        )
+    if not upper.endswith("W"):
+        return False
+    base = element[:-1]
+    if not base:
+        raise CronSyntaxError(
+            DAY_OF_MONTH,
+            "'W' needs a day before it: 15W is the weekday nearest the 15th, LW the last weekday",
+        )
+    if not (base.isdigit() and base.isascii()):
+        raise CronSyntaxError(
+            DAY_OF_MONTH,
+            f"{element!r}: 'W' takes a single day of the month (e.g. 15W), not a range or step",
+        )
+    rules.nearest.add(_value(DAY_OF_MONTH, base))
+    return True
+
+
+def _single_weekday(element: str, base: str, example: str) -> int:
+    if not base or any(mark in base for mark in "*?-/"):
+        raise CronSyntaxError(
+            DAY_OF_WEEK,
+            f"{element!r}: {example} takes a single weekday, not a range, step or wildcard",
+        )
+    value = _value(DAY_OF_WEEK, base)
+    return 0 if value == 7 else value
+
+
+def _day_of_week_rule(element: str, rules: _DayRules) -> bool:
+    """Record ``D#n`` or ``DL``; False if ``element`` is a plain one."""
+    if "#" in element:
+        base, _, occurrence = element.partition("#")
+        weekday = _single_weekday(element, base, "'#' (e.g. TUE#2)")
+        if not (occurrence.isdigit() and occurrence.isascii() and 1 <= int(occurrence) <= 5):
+            raise CronSyntaxError(
+                DAY_OF_WEEK,
+                f"{element!r}: the occurrence after '#' must be 1-5 "
+                "(a month has at most five of a weekday)",
+            )
+        rules.nth.add((weekday, int(occurrence)))
+        return True
+    upper = element.upper()
+    if upper == "L":
+        raise CronSyntaxError(
+            DAY_OF_WEEK,
+            "'L' alone is ambiguous in day_of_week: FRIL or 5L is the last Friday of the month; "
+            "L in day_of_month is the last day",
+        )
+    if not upper.endswith("L"):
+        return False
+    rules.last_of.add(_single_weekday(element, element[:-1], "'L' (e.g. FRIL, 5L)"))
+    return True
+
+
+def _field(name: str, text: str, rules: _DayRules) -> frozenset[int]:
+    """The allowed plain values of one field; day-field rules go into ``rules``."""
     if name in (DAY_OF_MONTH, DAY_OF_WEEK) and text == "?":
         text = "*"
     values: set[int] = set()
-    last = False
     for element in text.split(","):
         if not element:
             raise CronSyntaxError(name, f"empty list element in {text!r}")
-        if element.upper() == "L":
-            if name != DAY_OF_MONTH:
-                raise CronSyntaxError(name, f"'L' is only allowed in {DAY_OF_MONTH}")
-            last = True
+        if name == DAY_OF_MONTH and _day_of_month_rule(element, rules):
             continue
+        if name == DAY_OF_WEEK and _day_of_week_rule(element, rules):
+            continue
+        if element.upper() == "L":
+            raise CronSyntaxError(name, f"'L' is only allowed in {DAY_OF_MONTH}")
         values.update(_element(name, element))
     if name == DAY_OF_WEEK and 7 in values:
         values.discard(7)
         values.add(0)
-    return frozenset(values), last
+    return frozenset(values)
 
 
 def _unrestricted(text: str) -> bool:
@@ -161,19 +249,24 @@ def _parse_cached(expression: str) -> CronFields:
         )
     has_seconds = len(tokens) == 6
     by_name = dict(zip(FIELDS_6 if has_seconds else FIELDS_5, tokens, strict=True))
-    parsed = {name: _field(name, token) for name, token in by_name.items()}
+    rules = _DayRules()
+    parsed = {name: _field(name, token, rules) for name, token in by_name.items()}
     timed = [by_name[MINUTE], by_name[HOUR]] + ([by_name[SECOND]] if has_seconds else [])
     return CronFields(
-        seconds=parsed[SECOND][0] if has_seconds else frozenset({0}),
-        minutes=parsed[MINUTE][0],
-        hours=parsed[HOUR][0],
-        days_of_month=parsed[DAY_OF_MONTH][0],
-        last_day_of_month=parsed[DAY_OF_MONTH][1],
-        months=parsed[MONTH][0],
-        days_of_week=parsed[DAY_OF_WEEK][0],
+        seconds=parsed[SECOND] if has_seconds else frozenset({0}),
+        minutes=parsed[MINUTE],
+        hours=parsed[HOUR],
+        days_of_month=parsed[DAY_OF_MONTH],
+        last_day_of_month=rules.last,
+        months=parsed[MONTH],
+        days_of_week=parsed[DAY_OF_WEEK],
         dom_restricted=not _unrestricted(by_name[DAY_OF_MONTH]),
         dow_restricted=not _unrestricted(by_name[DAY_OF_WEEK]),
         is_fixed_time=not any(token.startswith("*") for token in timed),
         has_seconds=has_seconds,
         text=text,
+        last_weekday_of_month=rules.last_weekday,
+        nearest_weekdays=frozenset(rules.nearest),
+        nth_weekdays=frozenset(rules.nth),
+        last_weekdays=frozenset(rules.last_of),
     )

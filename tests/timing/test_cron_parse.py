@@ -77,6 +77,40 @@ def test_question_mark_means_any_day() -> None:
     assert not fields.dow_restricted
 
 
+def test_nth_and_last_weekday_of_month() -> None:
+    fields = parse_fields("0 9 ? * TUE#2,2#4,fri#5,7#1,5L,satl,0L")
+    assert fields.nth_weekdays == {(2, 2), (2, 4), (5, 5), (0, 1)}
+    assert fields.last_weekdays == {5, 6, 0}
+    assert fields.days_of_week == frozenset()
+    assert fields.dow_restricted
+    assert not fields.dom_restricted
+
+
+def test_plain_weekdays_combine_with_nth_and_last() -> None:
+    fields = parse_fields("0 9 * * MON,WED-THU,FRI#3,SUNL")
+    assert fields.days_of_week == {1, 3, 4}
+    assert fields.nth_weekdays == {(5, 3)}
+    assert fields.last_weekdays == {0}
+
+
+def test_nearest_and_last_weekday_of_month() -> None:
+    fields = parse_fields("0 9 1W,15w,LW,L,20-22 * ?")
+    assert fields.nearest_weekdays == {1, 15}
+    assert fields.last_weekday_of_month
+    assert fields.last_day_of_month
+    assert fields.days_of_month == {20, 21, 22}
+    assert fields.dom_restricted
+    assert not fields.dow_restricted
+    assert parse_fields("0 9 lw * *").last_weekday_of_month
+
+
+def test_day_rules_take_part_in_equality() -> None:
+    assert parse_fields("0 9 * * TUE#2") != parse_fields("0 9 * * TUE#3")
+    assert parse_fields("0 9 * * TUE#2") == parse_fields("0 9 ? * 2#2")
+    assert parse_fields("0 9 15W * *") != parse_fields("0 9 15 * *")
+    assert parse_fields("0 9 * * 0L") == parse_fields("0 9 * * 7L")
+
+
 @pytest.mark.parametrize(
     ("macro", "equivalent"),
     [
@@ -176,10 +210,33 @@ def test_whitespace_is_flexible() -> None:
         ("0 L * * *", "hour", "'L'"),
         ("0 0 * * L", "day_of_week", "'L'"),
         ("0 0 L-2 * *", "day_of_month", "'L'"),
-        ("0 0 LW * *", "day_of_month", "'LW'"),
+        ("0 0 L/2 * *", "day_of_month", "'L'"),
+        ("0 0 WL * *", "day_of_month", "'WL'"),
+        ("0 0 W * *", "day_of_month", "'W' needs a day"),
+        ("0 0 1-5W * *", "day_of_month", "'1-5W': 'W' takes a single day"),
+        ("0 0 */2W * *", "day_of_month", "'*/2W': 'W' takes a single day"),
+        ("0 0 0W * *", "day_of_month", "'0' is out of range 1-31"),
+        ("0 0 32W * *", "day_of_month", "'32' is out of range 1-31"),
+        ("0 0 FRIW * *", "day_of_month", "'FRIW'"),
+        ("0 0 15W * TUE#2W", "day_of_week", "'TUE#2W'"),
         ("? * * * *", "minute", "'?'"),
         ("0 0 1,? * *", "day_of_month", "'?'"),
-        ("0 0 1 * 1#2", "day_of_week", "'1#2'"),
+        ("0 0 1 * 1#6", "day_of_week", "'1#6': the occurrence after '#' must be 1-5"),
+        ("0 0 1 * 1#0", "day_of_week", "must be 1-5"),
+        ("0 0 1 * 1#", "day_of_week", "must be 1-5"),
+        ("0 0 1 * 1#x", "day_of_week", "must be 1-5"),
+        ("0 0 1 * #2", "day_of_week", "'#2': '#' (e.g. TUE#2) takes a single weekday"),
+        ("0 0 1 * MON-FRI#2", "day_of_week", "'MON-FRI#2': '#' (e.g. TUE#2) takes a single"),
+        ("0 0 1 * */2#1", "day_of_week", "takes a single weekday"),
+        ("0 0 1 * 8#1", "day_of_week", "'8' is out of range 0-7"),
+        ("0 0 1 * JAN#1", "day_of_week", "'JAN'"),
+        ("0 0 1 * MON-FRIL", "day_of_week", "'MON-FRIL': 'L' (e.g. FRIL, 5L) takes a single"),
+        ("0 0 1 * ?L", "day_of_week", "takes a single weekday"),
+        ("0 0 1 * 8L", "day_of_week", "'8' is out of range 0-7"),
+        ("0 0 1 * FRIDAYL", "day_of_week", "'FRIDAY'"),
+        ("0 0 1 5#2 *", "month", "'5#2'"),
+        ("0 0 1 5L *", "month", "'5L'"),
+        ("0 5W 1 * *", "hour", "'5W'"),
         ("0 0 ١ * *", "day_of_month", "'١'"),
     ],
 )
