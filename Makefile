@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (set PYTHON=...)")'
 
-$(STAMP): pyproject.toml | check-python
+$(STAMP): pyproject.toml setup.py | check-python
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'

@@ -17,9 +17,10 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
+from schedulerstream import resources
 from schedulerstream.errors import CodecError
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMA_DIR = resources.schema_dir()
 HISTORY_DIR = SCHEMA_DIR / "history"
 NAMESPACE = "io.schedulerstream"
 MARKER = b"\xc3\x01"

@@ -1,7 +1,8 @@
 """A real single-node KRaft Apache Kafka broker for development and tests.
 
-The jars come from Maven Central (pinned by ``docker/kafka-pom.xml``) or from ``KAFKA_HOME``;
-the broker runs detached with its data, log and pid under ``{data_dir}/kafka``.
+The jars come from Maven Central (pinned by ``kafka-pom.xml``, package data beside this module)
+or from ``KAFKA_HOME``; the broker runs detached with its data, log and pid under
+``{data_dir}/kafka``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedulerstream.errors import BrokerError
+from schedulerstream.resources import pom
 from schedulerstream.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-POM_PATH = REPO_ROOT / "docker" / "kafka-pom.xml"
+POM_PATH = pom("kafka")
 
 BROKER_SETTINGS = {
     "process.roles": "broker,controller",
@@ -147,7 +148,7 @@ class LocalBroker:
                 return Path(kafka_home) / "libs"
             raise BrokerError("Maven (mvn) is not on PATH and KAFKA_HOME is not set")
         if not POM_PATH.exists():
-            raise BrokerError(f"the Kafka pom {POM_PATH} is missing (run from a checkout)")
+            raise BrokerError(f"the Kafka pom {POM_PATH} is missing (a broken install?)")
         partial = cached.with_name("libs.partial")
         shutil.rmtree(partial, ignore_errors=True)
         command = [

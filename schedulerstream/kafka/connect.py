@@ -1,11 +1,12 @@
 """A Kafka Connect worker (distributed mode) and the sink connectors of ``topologies/connect/``.
 
-The jars come from Maven Central, pinned by ``docker/connect-pom.xml``: the worker's class path
-in ``{cache_dir}/connect-{kafka_version}-{pom digest}/libs`` and one directory per sink plugin
-under ``plugins/`` (the worker's ``plugin.path``). The worker runs detached with its config, log
-and pid under ``{data_dir}/connect``; its group and internal topics are named after the topic
-prefix, so several deployments can share a cluster. Connector configs are the JSON bodies of
-``POST /connectors`` with ``${NAME}`` placeholders (see ``connector_variables``).
+The jars come from Maven Central, pinned by ``connect-pom.xml`` (package data beside this module):
+the worker's class path in ``{cache_dir}/connect-{kafka_version}-{pom digest}/libs`` and one
+directory per sink plugin under ``plugins/`` (the worker's ``plugin.path``). The worker runs
+detached with its config, log and pid under ``{data_dir}/connect``; its group and internal
+topics are named after the topic prefix, so several deployments can share a cluster. Connector
+configs are the JSON bodies of ``POST /connectors`` with ``${NAME}`` placeholders (see
+``connector_variables``).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.errors import CodecError, ConnectError
-from schedulerstream.kafka.broker import REPO_ROOT, _alive, _raise_open_file_limit
+from schedulerstream.kafka.broker import _alive, _raise_open_file_limit
+from schedulerstream.resources import pom, topologies_dir
 from schedulerstream.settings import Settings
 
-CONNECT_POM = REPO_ROOT / "docker" / "connect-pom.xml"
-CONNECTORS_DIR = REPO_ROOT / "topologies" / "connect"
+CONNECT_POM = pom("connect")
+CONNECTORS_DIR = topologies_dir() / "connect"
 DEFAULT_PORT = 8083
 # cache sub-directory -> profile of CONNECT_POM resolved into it
 PROFILES = {"libs": "worker", "plugins/file-sink": "file-sink", "plugins/jdbc-sink": "jdbc-sink"}
@@ -74,7 +76,7 @@ def _pom_digest() -> str:
 def fetch_jars(settings: Settings) -> ConnectJars:
     """The Connect worker and sink plugin jars, fetched with Maven on first use."""
     if not CONNECT_POM.exists():
-        raise ConnectError(f"the Connect pom {CONNECT_POM} is missing (run from a checkout)")
+        raise ConnectError(f"the Connect pom {CONNECT_POM} is missing (a broken install?)")
     root = Path(settings.cache_dir) / f"connect-{settings.kafka_version}-{_pom_digest()}"
     jars = ConnectJars(root / "libs", root / "plugins")
     if (root / "complete").exists():

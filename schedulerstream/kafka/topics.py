@@ -30,11 +30,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from schedulerstream.errors import BrokerError, TopologyError, ValidationError
-from schedulerstream.kafka.broker import REPO_ROOT
 from schedulerstream.kafka.clients import base_config
+from schedulerstream.resources import topologies_dir
 from schedulerstream.settings import Settings
 
-TOPOLOGY_PATH = REPO_ROOT / "topologies" / "topics.toml"
+TOPOLOGY_PATH = topologies_dir() / "topics.toml"
 POOL_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 P = "P"
 COMPACT = "compact"

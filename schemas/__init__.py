@@ -1,0 +1,1 @@
+"""The Avro schemas, shipped inside the package as schedulerstream.schemas (see setup.py)."""
