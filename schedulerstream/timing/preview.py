@@ -1,15 +1,18 @@
-"""The next instants of a cron schedule with their local time and a note on each DST adjustment."""
+"""The next instants of a cron schedule (one expression or several, without excluded dates) with
+their local time and a note on each DST adjustment."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from schedulerstream.errors import ValidationError
 from schedulerstream.timing.civil import SECONDS_PER_DAY
+from schedulerstream.timing.combine import DayRange, ExcludedSchedule, UnionSchedule
 from schedulerstream.timing.cron_next import CronSchedule, parse_cron
 from schedulerstream.timing.policy import DstGap, DstRepeat
-from schedulerstream.timing.schedule import MICROS
+from schedulerstream.timing.schedule import MICROS, Schedule
 from schedulerstream.timing.zones import get_zone
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -18,11 +21,13 @@ _LISTED = 4
 
 @dataclass(frozen=True, slots=True)
 class PreviewEntry:
-    """One fire: its UTC instant, its local time in the schedule's zone, and its DST note."""
+    """One fire: its UTC instant, its local time in the schedule's zone, its DST note, and the
+    expressions (by position) that fire at it."""
 
     utc: datetime
     local: datetime
     note: str
+    sources: tuple[int, ...] = (0,)
 
 
 def _clock(local_second: int, with_seconds: bool) -> str:
@@ -49,15 +54,29 @@ def _gap_matches(schedule: CronSchedule, start: int, before: int, after: int) ->
 
 def describe(schedule: CronSchedule, previous_us: int, instant_us: int) -> str:
     """The DST note of the fire at ``instant_us`` that follows ``previous_us`` ("" if none)."""
+    return "; ".join(_skipped(schedule, previous_us, instant_us) + _at(schedule, instant_us))
+
+
+def _skipped(schedule: CronSchedule, previous_us: int, instant_us: int) -> list[str]:
+    """Notes on matches skipped by forward jumps after ``previous_us`` up to ``instant_us``."""
     notes: list[str] = []
-    instant = instant_us // MICROS
-    timeline = schedule.timeline
     if schedule.dst_gap == "skip":
-        for start, before, after in timeline.transitions(previous_us // MICROS + 1, instant + 1):
+        timeline = schedule.timeline
+        for start, before, after in timeline.transitions(
+            previous_us // MICROS + 1, instant_us // MICROS + 1
+        ):
             if after > before:
                 times, verb = _gap_matches(schedule, start, before, after)
                 if times:
                     notes.append(f"{times} {verb} not exist (DST gap); skipped")
+    return notes
+
+
+def _at(schedule: CronSchedule, instant_us: int) -> list[str]:
+    """Notes on a fire of ``schedule`` at ``instant_us`` moved by or repeated around a jump."""
+    notes: list[str] = []
+    instant = instant_us // MICROS
+    timeline = schedule.timeline
     start, _, offset, prev_offset = timeline.segment(instant)
     local = instant + offset
     with_seconds = schedule.fields.has_seconds and local % 60 != 0
@@ -67,7 +86,7 @@ def describe(schedule: CronSchedule, previous_us: int, instant_us: int) -> str:
             notes.append(
                 f"{times} {verb} not exist (DST gap); fired at {_clock(local, with_seconds)}"
             )
-            return "; ".join(notes)
+            return notes
     aware = (_EPOCH + timedelta(seconds=instant)).astimezone(get_zone(schedule.timezone))
     other = aware.replace(fold=1 - aware.fold)
     if other.utcoffset() != aware.utcoffset():
@@ -78,29 +97,46 @@ def describe(schedule: CronSchedule, previous_us: int, instant_us: int) -> str:
             notes.append(f"{clock} occurs twice (DST fall-back); fired at the first occurrence")
         else:
             notes.append(f"{clock} occurs twice (DST fall-back); first occurrence")
-    return "; ".join(notes)
+    return notes
 
 
 def preview(
-    expression: str,
+    expression: str | Sequence[str],
     timezone: str,
     after: datetime,
     count: int = 5,
     dst_gap: DstGap = "auto",
     dst_repeat: DstRepeat = "auto",
+    exclude: Iterable[date | DayRange] = (),
 ) -> list[PreviewEntry]:
-    """The next ``count`` fires strictly after the aware datetime ``after``, with DST notes."""
+    """The next ``count`` fires strictly after the aware datetime ``after``, with DST notes.
+
+    Several expressions fire at the union of their instants (each once); no instant fires on an
+    excluded local date (a date or an inclusive ``(first, last)`` range).
+    """
     if after.tzinfo is None or after.utcoffset() is None:
         raise ValidationError("after", f"{after.isoformat()!r} has no UTC offset")
-    schedule = parse_cron(expression, timezone, dst_gap, dst_repeat)
+    texts = [expression] if isinstance(expression, str) else list(expression)
+    parts = [parse_cron(text, timezone, dst_gap, dst_repeat) for text in texts]
+    if not parts:
+        raise ValidationError("expression", "give at least one cron expression")
+    schedule: Schedule = parts[0] if len(parts) == 1 else UnionSchedule(parts)
+    excluded = list(exclude)
+    if excluded:
+        schedule = ExcludedSchedule(schedule, excluded, timezone)
     zone = get_zone(timezone)
     delta = after - _EPOCH
     previous = (delta.days * SECONDS_PER_DAY + delta.seconds) * MICROS + delta.microseconds
     entries: list[PreviewEntry] = []
     for instant in schedule.next_n(previous, count):
         utc = _EPOCH + timedelta(microseconds=instant)
-        entries.append(
-            PreviewEntry(utc, utc.astimezone(zone), describe(schedule, previous, instant))
+        sources = tuple(
+            i for i, part in enumerate(parts) if part.next_after(instant - 1) == instant
         )
+        notes: list[str] = []
+        for i, part in enumerate(parts):
+            found = _skipped(part, previous, instant) + (_at(part, instant) if i in sources else [])
+            notes.extend(note for note in found if note not in notes)
+        entries.append(PreviewEntry(utc, utc.astimezone(zone), "; ".join(notes), sources))
         previous = instant
     return entries

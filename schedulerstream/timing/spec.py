@@ -1,12 +1,16 @@
-"""The Schedule of a job's Avro ScheduleSpec record (cron, every or at, bounded by start/end)."""
+"""The Schedule of a job's Avro ScheduleSpec record: cron (one expression or several), every or
+at, without excluded local dates, bounded by start/end."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from schedulerstream.timing.at import AtSchedule
-from schedulerstream.timing.cron_next import parse_cron
+from schedulerstream.timing.combine import DayRange, ExcludedSchedule, UnionSchedule
+from schedulerstream.timing.cron_next import CronSchedule, parse_cron
 from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.schedule import Schedule
 
@@ -38,15 +42,37 @@ class BoundedSchedule:
         return found
 
 
+def cron_schedules(spec: dict[str, Any]) -> tuple[CronSchedule, ...]:
+    """The CronSchedule of each expression of a record's ``cron`` (a string or a list)."""
+    cron = spec["cron"]
+    expressions: Sequence[str] = [cron] if isinstance(cron, str) else cron
+    return tuple(
+        parse_cron(text, spec["timezone"], spec["dst_gap"], spec["dst_repeat"])
+        for text in expressions
+    )
+
+
+def excluded_days(spec: dict[str, Any]) -> list[date | DayRange]:
+    """The ``exclude`` of a record (``from_date``/``to_date`` ISO dates) as dates and ranges."""
+    found: list[date | DayRange] = []
+    for item in spec.get("exclude") or ():
+        found.append((date.fromisoformat(item["from_date"]), date.fromisoformat(item["to_date"])))
+    return found
+
+
 def schedule_of(spec: dict[str, Any]) -> Schedule:
     """The Schedule of an Avro ScheduleSpec record (already validated at ingest)."""
     inner: Schedule
     if spec["cron"] is not None:
-        inner = parse_cron(spec["cron"], spec["timezone"], spec["dst_gap"], spec["dst_repeat"])
+        parts = cron_schedules(spec)
+        inner = parts[0] if len(parts) == 1 else UnionSchedule(parts)
     elif spec["every_us"] is not None:
         inner = EverySchedule.from_us(spec["every_us"], spec["phase_us"])
     else:
         inner = AtSchedule(spec["at_us"])
+    excluded = excluded_days(spec)
+    if excluded:
+        inner = ExcludedSchedule(inner, excluded, spec["timezone"])
     if spec["start_at_us"] is None and spec["end_at_us"] is None:
         return inner
     return BoundedSchedule(inner, spec["start_at_us"], spec["end_at_us"])

@@ -1,0 +1,125 @@
+"""Schedules made of others: the union of several, and one without excluded local dates."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from datetime import date
+
+from schedulerstream.errors import ValidationError
+from schedulerstream.timing.civil import SECONDS_PER_DAY, days_from_civil
+from schedulerstream.timing.schedule import MICROS, Schedule
+from schedulerstream.timing.zones import timeline_for
+
+
+def _next_n(schedule: Schedule, after_us: int, n: int) -> list[int]:
+    found: list[int] = []
+    while len(found) < n:
+        instant = schedule.next_after(after_us)
+        if instant is None:
+            break
+        found.append(instant)
+        after_us = instant
+    return found
+
+
+class UnionSchedule:
+    """Every instant of any part, each once (parts firing together make one instant)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: Iterable[Schedule]) -> None:
+        self.parts = tuple(dict.fromkeys(parts))
+        if not self.parts:
+            raise ValidationError("cron", "a union needs at least one schedule")
+
+    def next_after(self, after_us: int) -> int | None:
+        found = None
+        for part in self.parts:
+            instant = part.next_after(after_us)
+            if instant is not None and (found is None or instant < found):
+                found = instant
+        return found
+
+    def next_n(self, after_us: int, n: int) -> list[int]:
+        return _next_n(self, after_us, n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnionSchedule) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash((UnionSchedule, self.parts))
+
+    def __repr__(self) -> str:
+        return f"UnionSchedule({list(self.parts)!r})"
+
+
+DayRange = tuple[date, date]
+
+
+def day_ranges(excluded: Iterable[date | DayRange]) -> tuple[tuple[int, int], ...]:
+    """Inclusive local dates or ranges → sorted, merged (first day, last day) numbers."""
+    spans = []
+    for item in excluded:
+        first, last = item if isinstance(item, tuple) else (item, item)
+        if last < first:
+            raise ValidationError("exclude", f"range {first} to {last} ends before it starts")
+        spans.append(
+            (
+                days_from_civil(first.year, first.month, first.day),
+                days_from_civil(last.year, last.month, last.day),
+            )
+        )
+    merged: list[tuple[int, int]] = []
+    for first_day, last_day in sorted(spans):
+        if merged and first_day <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last_day))
+        else:
+            merged.append((first_day, last_day))
+    return tuple(merged)
+
+
+class ExcludedSchedule:
+    """The instants of ``inner`` whose local date in ``timezone`` is not excluded."""
+
+    __slots__ = ("_firsts", "inner", "ranges", "timeline", "timezone")
+
+    def __init__(self, inner: Schedule, excluded: Iterable[date | DayRange], timezone: str) -> None:
+        self.inner = inner
+        self.ranges = day_ranges(excluded)
+        self.timezone = timezone
+        self.timeline = timeline_for(timezone)
+        self._firsts = tuple(first for first, _ in self.ranges)
+
+    def next_after(self, after_us: int) -> int | None:
+        ranges, firsts, segment_at = self.ranges, self._firsts, self.timeline.segment
+        while True:
+            instant = self.inner.next_after(after_us)
+            if instant is None:
+                return None
+            second = instant // MICROS
+            _, end, offset, _ = segment_at(second)
+            day = (second + offset) // SECONDS_PER_DAY
+            index = bisect.bisect_right(firsts, day) - 1
+            if index < 0 or day > ranges[index][1]:
+                return instant
+            # Skip to local midnight after the range, or to the end of this offset's segment.
+            resume = min(end, (ranges[index][1] + 1) * SECONDS_PER_DAY - offset)
+            after_us = max(instant, resume * MICROS - 1)
+
+    def next_n(self, after_us: int, n: int) -> list[int]:
+        return _next_n(self, after_us, n)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ExcludedSchedule)
+            and self.inner == other.inner
+            and self.ranges == other.ranges
+            and self.timezone == other.timezone
+        )
+
+    def __hash__(self) -> int:
+        return hash((ExcludedSchedule, self.inner, self.ranges, self.timezone))
+
+    def __repr__(self) -> str:
+        return f"ExcludedSchedule({self.inner!r}, {self.ranges!r}, {self.timezone!r})"
