@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schedulerstream.errors import ConfigError
+from schedulerstream.kafka import properties as kafka_properties
 from schedulerstream.limits import RecordLimits
 
 ENV_PREFIX = "SCHEDULERSTREAM_"
@@ -31,6 +32,11 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=256 * 1024, ge=1, le=4 * 1024 * 1024)
     max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024, le=100 * 1024 * 1024)
     kafka_version: str = "4.1.1"
+    # Kafka client properties for every client (schedulerstream/kafka/properties.py): a Java
+    # client.properties file, and SCHEDULERSTREAM_KAFKA_<PROPERTY> variables (read by
+    # load_settings; never shown, not dumped: child processes read the same variables)
+    kafka_config_file: Path | None = None
+    kafka_properties: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
     cache_dir: Path = Path.home() / ".cache" / "schedulerstream"
     # scheduler
     tick_ms: int = Field(default=50, ge=1, le=100)
@@ -72,14 +78,28 @@ class Settings(BaseSettings):
     def record_limits(self) -> RecordLimits:
         return RecordLimits(self.max_payload_bytes, self.max_record_bytes)
 
+    def client_properties(self) -> dict[str, str]:
+        """The user's Kafka client properties: the file's, then the variables'."""
+        return kafka_properties.client_properties(self.kafka_config_file, self.kafka_properties)
+
     def topic(self, name: str) -> str:
         """The full topic name for a logical name such as ``schedules``."""
         return f"{self.topic_prefix}{name}"
 
 
+def _setting_variables() -> set[str]:
+    return {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+
+
 def _unknown_variables() -> list[str]:
-    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
-    return sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
+    known = _setting_variables()
+    return sorted(
+        k
+        for k in os.environ
+        if k.startswith(ENV_PREFIX)
+        and k not in known
+        and not k.startswith(kafka_properties.VARIABLE_PREFIX)
+    )
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -87,12 +107,18 @@ def load_settings(**overrides: object) -> Settings:
     unknown = _unknown_variables()
     if unknown:
         raise ConfigError(f"unknown setting {unknown[0]} (known: see schedulerstream/settings.py)")
+    if "kafka_properties" not in overrides:
+        overrides["kafka_properties"] = kafka_properties.from_variables(
+            os.environ, _setting_variables()
+        )
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         raise ConfigError(f"invalid {ENV_PREFIX}{name.upper()}: {first['msg']}") from exc
+    settings.client_properties()  # a bad file or an owned property fails here, at start
+    return settings
 
 
 @lru_cache(maxsize=1)

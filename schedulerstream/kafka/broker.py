@@ -15,8 +15,10 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from schedulerstream.errors import BrokerError
 from schedulerstream.resources import pom
@@ -110,8 +112,11 @@ def parse_address(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
-    """True when a Kafka broker answers a metadata request at ``bootstrap``."""
+def broker_answers(
+    bootstrap: str, timeout: float = 2.0, config: Mapping[str, Any] | None = None
+) -> bool:
+    """True when a Kafka broker answers a metadata request at ``bootstrap`` (a client of
+    ``config``: the one of clients.base_config, for a secured listener)."""
     host, port = parse_address(bootstrap)
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -120,7 +125,7 @@ def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
         return False
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient({**(config or {}), "bootstrap.servers": bootstrap, "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:
@@ -209,7 +214,9 @@ class LocalBroker:
         return pid if _alive(pid) else None
 
     def answers(self) -> bool:
-        return broker_answers(self.settings.bootstrap_servers)
+        from schedulerstream.kafka.clients import base_config
+
+        return broker_answers(self.settings.bootstrap_servers, config=base_config(self.settings))
 
     def up(self, timeout: float = 90.0) -> str:
         """Start the broker unless one answers; return a line saying what happened."""

@@ -1,4 +1,10 @@
-"""Configuration for the one Kafka client (confluent-kafka / librdkafka) used everywhere."""
+"""Configuration for the one Kafka client (confluent-kafka / librdkafka) used everywhere.
+
+Every client the project creates takes its config from here, so the user's client properties
+(``settings.client_properties()``: SCHEDULERSTREAM_KAFKA_CONFIG_FILE and SCHEDULERSTREAM_KAFKA_*,
+schedulerstream/kafka/properties.py) reach all of them. They win over the defaults set here;
+the properties the runtime owns cannot be among them (refused when settings load).
+"""
 
 from __future__ import annotations
 
@@ -14,11 +20,19 @@ PARTITIONER = "murmur2_random"
 
 
 def base_config(settings: Settings) -> dict[str, Any]:
-    return {
+    """Address, identity and the user's properties: what an admin client or a plain consumer
+    starts from."""
+    config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": f"schedulerstream-{settings.instance_id}",
         "log_level": 3,
     }
+    return _with_user_properties(config, settings)
+
+
+def _with_user_properties(config: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    config.update(settings.client_properties())
+    return config
 
 
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
@@ -34,7 +48,7 @@ def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
         }
     )
     config.update(extra)
-    return config
+    return _with_user_properties(config, settings)
 
 
 def transactional_producer_config(
@@ -85,7 +99,7 @@ def consumer_config(
             }
         )
     config.update(extra)
-    return config
+    return _with_user_properties(config, settings)
 
 
 def restore_consumer_config(
@@ -108,7 +122,7 @@ def restore_consumer_config(
         }
     )
     config.update(extra)
-    return config
+    return _with_user_properties(config, settings)
 
 
 # Right after a topic is created (or a leader moves) the broker may briefly answer these.

@@ -32,6 +32,7 @@ from typing import Any
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.errors import CodecError, ConnectError
 from schedulerstream.kafka.broker import _alive, _raise_open_file_limit
+from schedulerstream.kafka.properties import java_properties
 from schedulerstream.resources import pom, topologies_dir
 from schedulerstream.settings import Settings
 
@@ -308,7 +309,13 @@ def apply_connectors(
 def worker_properties(settings: Settings, jars: ConnectJars, port: int) -> dict[str, str]:
     """A distributed worker on ``settings``'s cluster, REST on 127.0.0.1:``port``."""
     prefix, replication = settings.topic_prefix, str(settings.replication_factor)
+    client = java_properties(settings.client_properties())  # the user's, for each client
     return {
+        **{
+            f"{role}{k}": v
+            for role in ("", "producer.", "consumer.", "admin.")
+            for k, v in client.items()
+        },
         "bootstrap.servers": settings.bootstrap_servers,
         "group.id": f"{prefix}connect",
         "config.storage.topic": f"{prefix}connect-configs",
@@ -328,6 +335,12 @@ def worker_properties(settings: Settings, jars: ConnectJars, port: int) -> dict[
         "plugin.path": str(jars.plugins),
         "plugin.discovery": "service_load",
     }
+
+
+def _escape(value: str) -> str:
+    """A value as Java .properties reads it back (backslashes, and a leading space kept)."""
+    escaped = value.replace("\\", "\\\\").replace("\n", "\\n")
+    return "\\" + escaped if escaped.startswith(" ") else escaped
 
 
 @dataclass(frozen=True)
@@ -386,7 +399,9 @@ class LocalConnect:
     def _write_config(self, jars: ConnectJars) -> None:
         props = worker_properties(self.settings, jars, self.port)
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        self.paths.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.paths.config.touch(mode=0o600)  # it may hold the user's SASL password
+        self.paths.config.chmod(0o600)
+        self.paths.config.write_text("".join(f"{k}={_escape(v)}\n" for k, v in props.items()))
         self.paths.log4j.write_text(LOG4J2_CONFIG)
 
     def _start(self, jars: ConnectJars) -> None:
