@@ -16,6 +16,8 @@ def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:
     """The environment that makes a child process load exactly ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULERSTREAM_")}
     for name, value in {**settings.model_dump(), **overrides}.items():
+        if value is None:  # unset (e.g. no Kafka config file): the default applies
+            continue
         text = str(value).lower() if isinstance(value, bool) else str(value)
         env[f"SCHEDULERSTREAM_{name.upper()}"] = text
     return env
