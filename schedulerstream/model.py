@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -17,8 +17,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     JsonValue,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -34,6 +36,8 @@ _NS = "io.schedulerstream."
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RESERVED_HEADERS = ("webhook-", "content-length", "host")
 MAX_PAUSED_REASON = 1000
+MAX_CRON_EXPRESSIONS = 20
+MAX_EXCLUDED_DATES = 1000
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -64,10 +68,38 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ScheduleSpec(_Strict):
-    """When a job fires: exactly one of ``cron``, ``every`` or ``at``."""
+class DateRange(_Strict):
+    """Local dates ``from`` to ``to``, both included."""
 
-    cron: str | None = None
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+    from_: date = Field(alias="from")
+    to: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DateRange:
+        if self.to < self.from_:
+            raise ValueError(f"'to' ({self.to}) is before 'from' ({self.from_})")
+        return self
+
+
+def _date_or_range(value: Any) -> str:
+    return "range" if isinstance(value, dict | DateRange) else "date"
+
+
+ExcludedDate = Annotated[
+    Annotated[date, Tag("date")] | Annotated[DateRange, Tag("range")],
+    Discriminator(_date_or_range),
+]
+
+
+class ScheduleSpec(_Strict):
+    """When a job fires: exactly one of ``cron`` (one expression or a list: the union of their
+    instants), ``every`` or ``at``; never on an ``exclude``d local date of ``timezone``."""
+
+    cron: str | list[str] | None = None
     every: Duration | None = None
     phase: Duration = 0.0
     at: datetime | None = None
@@ -77,6 +109,9 @@ class ScheduleSpec(_Strict):
     jitter: Duration = 0.0
     dst_gap: Literal["auto", "fire_after", "skip"] = "auto"
     dst_repeat: Literal["auto", "first", "both"] = "auto"
+    exclude: Annotated[list[ExcludedDate], Field(max_length=MAX_EXCLUDED_DATES)] = Field(
+        default_factory=list
+    )
 
     _check_instants = field_validator("at", "start_at", "end_at")(_aware)
 
@@ -93,15 +128,31 @@ class ScheduleSpec(_Strict):
 
     @field_validator("cron")
     @classmethod
-    def _cron_syntax(cls, value: str | None) -> str | None:
-        if value is not None:
-            from schedulerstream.timing import parse_fields
+    def _cron_syntax(cls, value: str | list[str] | None) -> str | list[str] | None:
+        from schedulerstream.timing import parse_fields
 
+        if isinstance(value, list) and not 1 <= len(value) <= MAX_CRON_EXPRESSIONS:
+            raise ValueError(f"give 1 to {MAX_CRON_EXPRESSIONS} expressions (got {len(value)})")
+        for index, text in enumerate([value] if isinstance(value, str) else value or []):
             try:
-                parse_fields(value)
+                parse_fields(text)
             except SchedulerValidationError as exc:
-                raise ValueError(f"{exc.field}: {exc.message}") from None
+                where = "" if isinstance(value, str) else f"[{index}] {text!r}: "
+                raise ValueError(f"{where}{exc.field}: {exc.message}") from None
         return value
+
+    @property
+    def cron_expressions(self) -> list[str]:
+        """The cron expressions (none for every/at schedules)."""
+        return [self.cron] if isinstance(self.cron, str) else list(self.cron or [])
+
+    @property
+    def excluded_ranges(self) -> list[tuple[date, date]]:
+        """``exclude`` as inclusive (first, last) date pairs, one date being (day, day)."""
+        return [
+            (item.from_, item.to) if isinstance(item, DateRange) else (item, item)
+            for item in self.exclude
+        ]
 
     @field_validator("every")
     @classmethod
@@ -118,12 +169,13 @@ class ScheduleSpec(_Strict):
         if self.cron is not None:
             from schedulerstream.timing import parse_cron
 
-            try:
-                parse_cron(
-                    self.cron, self.timezone, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat
-                )
-            except SchedulerValidationError as exc:
-                raise ValueError(f"cron {exc.field}: {exc.message}") from None
+            for text in self.cron_expressions:
+                try:
+                    parse_cron(
+                        text, self.timezone, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat
+                    )
+                except SchedulerValidationError as exc:
+                    raise ValueError(f"cron {exc.field}: {exc.message}") from None
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
         return self
@@ -257,6 +309,10 @@ class JobDefinition(_Strict):
                 "jitter_us": to_us(s.jitter),
                 "dst_gap": s.dst_gap,
                 "dst_repeat": s.dst_repeat,
+                "exclude": [
+                    {"from_date": first.isoformat(), "to_date": last.isoformat()}
+                    for first, last in s.excluded_ranges
+                ],
             },
             "target": _target_to_avro(self.target),
             "payload_json": None if self.payload is None else json.dumps(self.payload),
@@ -298,6 +354,7 @@ class JobDefinition(_Strict):
                     "jitter": s["jitter_us"] / 1e6,
                     "dst_gap": s["dst_gap"],
                     "dst_repeat": s["dst_repeat"],
+                    "exclude": [_excluded_from_avro(item) for item in s.get("exclude") or ()],
                 },
                 "target": target_from_avro(record["target"]),
                 "payload": None
@@ -324,6 +381,13 @@ class JobDefinition(_Strict):
 
 def _opt_from_us(value: int | None) -> datetime | None:
     return None if value is None else from_us(value)
+
+
+def _excluded_from_avro(item: dict[str, str]) -> str | dict[str, str]:
+    """One date as its ISO text, a longer range as ``{"from", "to"}``."""
+    if item["from_date"] == item["to_date"]:
+        return item["from_date"]
+    return {"from": item["from_date"], "to": item["to_date"]}
 
 
 def _target_to_avro(

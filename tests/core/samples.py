@@ -16,6 +16,19 @@ JOB = JobDefinition.model_validate(
         "payload": {"any": ["json", 1, None]},
     }
 )
+CRON_JOB = JobDefinition.model_validate(
+    {
+        "tenant": "acme",
+        "job_id": "reports",
+        "version": 2,
+        "schedule": {
+            "cron": ["0 9 * * MON-FRI", "0 12 * * SAT", "0 18 * * TUE#2"],
+            "timezone": "Europe/Paris",
+            "exclude": ["2026-12-25", {"from": "2026-12-31", "to": "2027-01-01"}],
+        },
+        "target": {"type": "kafka", "topic": "reports"},
+    }
+)
 T = 1_733_000_000_000_000
 
 
@@ -25,7 +38,7 @@ def sample_records(name: str) -> list[dict[str, Any]]:
         {**JOB.model_dump(), "target": {"type": "worker", "pool": "etl"}}
     )
     samples: dict[str, list[dict[str, Any]]] = {
-        "JobDefinition": [job],
+        "JobDefinition": [job, CRON_JOB.to_avro()],
         "Command": [
             {
                 "tenant": "acme",

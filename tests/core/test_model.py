@@ -80,6 +80,39 @@ def test_the_documented_example_validates_with_defaults() -> None:
         (job(timeout=-1), "timeout", "non-negative"),
         (job(retry={"max_attempts": 0}), "retry.max_attempts", "greater"),
         (job(unknown_field=1), "unknown_field", "Extra"),
+        (job(schedule={"cron": []}), "schedule.cron", "1 to 20 expressions (got 0)"),
+        (job(schedule={"cron": ["0 9 * * *"] * 21}), "schedule.cron", "(got 21)"),
+        (
+            job(schedule={"cron": ["0 9 * * *", "0 9 * * TUE#6"]}),
+            "schedule.cron",
+            "[1] '0 9 * * TUE#6': day_of_week: 'TUE#6': the occurrence after '#' must be 1-5",
+        ),
+        (job(schedule={"cron": "0 9 LW-1 * *"}), "schedule.cron", "day_of_month: 'LW-1'"),
+        (
+            job(schedule={"cron": "0 9 * * *", "exclude": ["2026-02-30"]}),
+            "schedule.exclude.0.date",
+            "day value is outside",
+        ),
+        (
+            job(
+                schedule={
+                    "cron": "0 9 * * *",
+                    "exclude": [{"from": "2026-02-03", "to": "2026-02-01"}],
+                }
+            ),
+            "schedule.exclude.0.range",
+            "'to' (2026-02-01) is before 'from' (2026-02-03)",
+        ),
+        (
+            job(schedule={"cron": "0 9 * * *", "exclude": ["2026-01-01", {"from": "2026-02-03"}]}),
+            "schedule.exclude.1.range.to",
+            "required",
+        ),
+        (
+            job(schedule={"cron": "0 9 * * *", "exclude": ["2026-01-01"] * 1001}),
+            "schedule.exclude",
+            "at most 1000",
+        ),
     ],
 )
 def test_errors_name_the_field(data: dict[str, Any], field: str, needle: str) -> None:
@@ -161,3 +194,51 @@ def test_to_avro_needs_a_version() -> None:
 
     with pytest.raises(SSValidationError, match="version"):
         JobDefinition.model_validate(job()).to_avro()
+
+
+def test_several_expressions_and_excluded_dates_round_trip() -> None:
+    original = JobDefinition.model_validate(
+        job(
+            version=5,
+            schedule={
+                "cron": [
+                    "0 9 * * MON-FRI",
+                    "0 12 * * SAT",
+                    "0 18 * * TUE#2,FRIL",
+                    "0 8 15W,LW * ?",
+                ],
+                "timezone": "Europe/Paris",
+                "exclude": ["2026-12-25", {"from": "2026-12-31", "to": "2027-01-02"}],
+            },
+        )
+    )
+    avro = original.to_avro()["schedule"]
+    assert avro["cron"] == [
+        "0 9 * * MON-FRI",
+        "0 12 * * SAT",
+        "0 18 * * TUE#2,FRIL",
+        "0 8 15W,LW * ?",
+    ]
+    assert avro["exclude"] == [
+        {"from_date": "2026-12-25", "to_date": "2026-12-25"},
+        {"from_date": "2026-12-31", "to_date": "2027-01-02"},
+    ]
+    codec = Codec()
+    _, record = codec.decode(codec.encode("JobDefinition", original.to_avro()))
+    assert JobDefinition.from_avro(record) == original
+    shown = original.model_dump(mode="json")["schedule"]
+    assert shown["exclude"] == ["2026-12-25", {"from": "2026-12-31", "to": "2027-01-02"}]
+    assert JobDefinition.model_validate_json(original.model_dump_json()) == original
+
+
+def test_a_single_expression_stays_a_string() -> None:
+    original = JobDefinition.model_validate(job(version=1))
+    assert original.to_avro()["schedule"]["cron"] == "30 2 * * *"
+    assert original.to_avro()["schedule"]["exclude"] == []
+    assert original.schedule.cron_expressions == ["30 2 * * *"]
+
+
+def test_a_record_written_before_exclude_existed_reads_with_none() -> None:
+    record = JobDefinition.model_validate(job(version=1)).to_avro()
+    del record["schedule"]["exclude"]
+    assert JobDefinition.from_avro(record).schedule.exclude == []
