@@ -57,6 +57,21 @@ class UnionSchedule:
 DayRange = tuple[date, date]
 
 
+def parse_excluded(text: str) -> date | DayRange:
+    """``YYYY-MM-DD`` or ``YYYY-MM-DD..YYYY-MM-DD`` (inclusive), as the CLI and the API take it."""
+    first_text, dots, last_text = text.strip().partition("..")
+    try:
+        first = date.fromisoformat(first_text)
+        last = date.fromisoformat(last_text) if dots else first
+    except ValueError:
+        raise ValidationError(
+            "exclude", f"{text!r} is not a date (YYYY-MM-DD) or a range (YYYY-MM-DD..YYYY-MM-DD)"
+        ) from None
+    if last < first:
+        raise ValidationError("exclude", f"range {text!r} ends before it starts")
+    return (first, last) if dots else first
+
+
 def day_ranges(excluded: Iterable[date | DayRange]) -> tuple[tuple[int, int], ...]:
     """Inclusive local dates or ranges → sorted, merged (first day, last day) numbers."""
     spans = []

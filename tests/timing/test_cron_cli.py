@@ -120,3 +120,77 @@ def test_never_firing_expression() -> None:
     assert "no instants after 2024-01-01T00:00:00+00:00" in out
     code, out, _ = run("0 0 30 2 *", "--json")
     assert json.loads(out) == []
+
+
+def test_or_and_exclude_table() -> None:
+    code, out, _ = run(
+        "0 9 * * MON-FRI",
+        "--or",
+        "0 12 * * SAT",
+        "--or",
+        "30 2 * * SUN#2",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2026-03-05T12:00:00Z",
+        "--exclude",
+        "2026-03-09",
+        "--exclude",
+        "2026-03-11..2026-03-12",
+        "--count",
+        "6",
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:4] == [
+        "[1] 0 9 * * MON-FRI in America/New_York "
+        "(fixed-time; dst_gap=fire_after, dst_repeat=first)",
+        "[2] 0 12 * * SAT (fixed-time; dst_gap=fire_after, dst_repeat=first)",
+        "[3] 30 2 * * SUN#2 (fixed-time; dst_gap=fire_after, dst_repeat=first)",
+        "except on 2026-03-09, 2026-03-11..2026-03-12",
+    ]
+    assert lines[4].split() == ["UTC", "LOCAL", "EXPR", "NOTE"]
+    assert [line.split()[1:3] for line in lines[5:]] == [
+        ["2026-03-05T09:00:00-05:00", "1"],
+        ["2026-03-06T09:00:00-05:00", "1"],
+        ["2026-03-07T12:00:00-05:00", "2"],
+        ["2026-03-08T03:00:00-04:00", "3"],
+        ["2026-03-10T09:00:00-04:00", "1"],
+        ["2026-03-13T09:00:00-04:00", "1"],
+    ]
+    assert lines[8].endswith("02:30 does not exist (DST gap); fired at 03:00")
+
+
+def test_or_json_names_the_expressions_firing() -> None:
+    code, out, _ = run(
+        "0 * * * *", "--or", "*/30 * * * *", "--after", "2026-01-01T00:00:00Z", "--count", "2",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out) == [
+        {"utc": "2026-01-01T00:30:00Z", "local": "2026-01-01T00:30:00+00:00", "note": "",
+         "expressions": ["*/30 * * * *"]},
+        {"utc": "2026-01-01T01:00:00Z", "local": "2026-01-01T01:00:00+00:00", "note": "",
+         "expressions": ["0 * * * *", "*/30 * * * *"]},
+    ]  # fmt: skip
+
+
+def test_nth_weekday_preview() -> None:
+    code, out, _ = run("0 18 * * TUE#2", "--after", "2026-01-01T00:00:00Z", "--count", "2")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()[2:]] == [
+        "2026-01-13T18:00:00Z",
+        "2026-02-10T18:00:00Z",
+    ]
+
+
+def test_errors_in_or_and_exclude_name_them() -> None:
+    code, _, err = run("0 9 * * MON", "--or", "0 9 * * MON#7")
+    assert code == 2
+    assert err.startswith("error: --or '0 9 * * MON#7': day_of_week: 'MON#7': the occurrence")
+    code, _, err = run("0 9 * * MON", "--exclude", "2026-02-30")
+    assert code == 2
+    assert "error: exclude: '2026-02-30' is not a date (YYYY-MM-DD)" in err
+    code, _, err = run("0 9 * * MON", "--exclude", "2026-03-19..2026-03-09")
+    assert code == 2
+    assert "ends before it starts" in err
