@@ -215,12 +215,19 @@ class CronInstant(BaseModel):
     utc: str
     local: str
     note: str
+    expressions: list[str] = Field(description="The expressions that fire at this instant.")
 
 
 class CronNext(BaseModel):
     expr: str
     timezone: str
     instants: list[CronInstant]
+    or_: list[str] = Field(default_factory=list, alias="or", description="The other expressions.")
+    exclude: list[str] = Field(
+        default_factory=list, description="Local dates and FROM..TO ranges without fires."
+    )
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class FieldError(BaseModel):

@@ -13,8 +13,10 @@ from schedulerstream.api.auth import State, Tenant
 from schedulerstream.api.jobs import ERRORS
 from schedulerstream.api.schemas import CronInstant, CronNext, in_range
 from schedulerstream.errors import ValidationError
+from schedulerstream.model import MAX_CRON_EXPRESSIONS, MAX_EXCLUDED_DATES
 from schedulerstream.readmodel import ReadModelUnavailable
-from schedulerstream.timing import preview
+from schedulerstream.timing import parse_fields, preview
+from schedulerstream.timing.combine import parse_excluded
 
 router = APIRouter()
 
@@ -28,8 +30,24 @@ def cron_next(
     after: datetime | None = None,
     dst_gap: Literal["auto", "fire_after", "skip"] = "auto",
     dst_repeat: Literal["auto", "first", "both"] = "auto",
+    more: Annotated[
+        list[str],
+        Query(
+            alias="or",
+            max_length=MAX_CRON_EXPRESSIONS - 1,
+            description="Another expression (repeat the parameter): the union of the instants.",
+        ),
+    ] = [],  # noqa: B006 (FastAPI copies query defaults)
+    exclude: Annotated[
+        list[str],
+        Query(
+            max_length=MAX_EXCLUDED_DATES,
+            description="A local date YYYY-MM-DD or range FROM..TO without fires (repeatable).",
+        ),
+    ] = [],  # noqa: B006
 ) -> CronNext:
-    """The next instants of a cron expression with their local time and DST notes."""
+    """The next instants of a cron expression (or several: ``or``) without ``exclude``d local
+    dates, with their local time and DST notes."""
     start = after or datetime.now(UTC)
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
@@ -37,8 +55,21 @@ def cron_next(
         in_range(start)
     except ValueError as exc:
         raise ValidationError("after", str(exc)) from None
+    texts = [expr, *more]
+    for index, text in enumerate(texts):
+        try:
+            parse_fields(text)
+        except ValidationError as exc:
+            where = "expr" if index == 0 else f"or.{index - 1}"
+            raise ValidationError(where, f"{exc.field}: {exc.message}") from None
+    excluded = []
+    for index, text in enumerate(exclude):
+        try:
+            excluded.append(parse_excluded(text))
+        except ValidationError as exc:
+            raise ValidationError(f"exclude.{index}", exc.message) from None
     try:
-        entries = preview(expr, tz, start, count, dst_gap, dst_repeat)
+        entries = preview(texts, tz, start, count, dst_gap, dst_repeat, excluded)
     except ValidationError as exc:
         if exc.field == "timezone":
             raise ValidationError("tz", exc.message) from None
@@ -48,10 +79,11 @@ def cron_next(
             utc=e.utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
             local=e.local.isoformat(timespec="seconds"),
             note=e.note,
+            expressions=[texts[i] for i in e.sources],
         )
         for e in entries
     ]
-    return CronNext(expr=expr, timezone=tz, instants=instants)
+    return CronNext(expr=expr, timezone=tz, instants=instants, or_=more, exclude=exclude)
 
 
 @router.get("/healthz", tags=["health"])
