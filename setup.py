@@ -17,7 +17,7 @@ DATA_PACKAGES = {
 
 packages = find_packages(include=["schedulerstream", "schedulerstream.*"])
 package_dir: dict[str, str] = {}
-package_data = {"schedulerstream": ["py.typed", "kafka/*-pom.xml"]}
+package_data = {"schedulerstream": ["py.typed", "kafka/*-pom.xml", "api/ui/static/*"]}
 for name, (folder, patterns) in DATA_PACKAGES.items():
     package_dir[name] = folder
     for sub in ["", *find_namespace_packages(where=folder, exclude=["*__pycache__*"])]:

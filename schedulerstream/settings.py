@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"
+    # the web console (/ui): a key that reads every tenant's jobs and runs (empty: none)
+    operator_key: str = Field(default="", repr=False)
 
     @field_validator("topic_prefix")
     @classmethod

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 
-from schedulerstream.api import errors, jobs, runs, system
+from schedulerstream.api import errors, jobs, runs, system, ui
 from schedulerstream.api.recent import RecentWrites
 from schedulerstream.api.state import ApiState, LockedReadModel, Metrics
 from schedulerstream.publish import Publisher
@@ -58,6 +58,8 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(runs.router)
     app.include_router(system.router)
+    app.include_router(ui.router)
+    ui.install(app)
 
     @app.middleware("http")
     async def count(

@@ -19,6 +19,7 @@ from schedulerstream.api.schemas import (
     JobBody,
     JobOut,
     JobPage,
+    PauseBody,
     Problem,
     TriggerBody,
     TriggerResult,
@@ -126,9 +127,11 @@ def delete_job(job_id: JobId, tenant: Tenant, state: State) -> DeleteResult:
     return DeleteResult(job_id=job_id)
 
 
-def _set_paused(state: ApiState, tenant: str, job_id: str, paused: bool) -> WriteResult:
+def _set_paused(
+    state: ApiState, tenant: str, job_id: str, paused: bool, reason: str | None = None
+) -> WriteResult:
     view = _live(state, tenant, job_id)
-    if view.paused == paused:
+    if view.paused == paused and (reason is None or reason == view.definition.get("paused_reason")):
         return WriteResult(job_id=job_id, version=view.version, paused=paused)
     if view.full is not None:
         job = view.full
@@ -140,15 +143,17 @@ def _set_paused(state: ApiState, tenant: str, job_id: str, paused: bool) -> Writ
         )
     else:
         job = stored_definition(view.definition)
-    update = {"paused": paused, "paused_reason": None}  # a resume clears a 410's reason
+    update = {"paused": paused, "paused_reason": reason}  # a resume clears a 410's reason
     written = _publish(state, job.model_copy(update=update), view)
     return WriteResult(job_id=job_id, version=written.version or 0, paused=paused)
 
 
 @router.post("/{job_id}/pause", responses={409: {"model": Problem}})
-def pause_job(job_id: JobId, tenant: Tenant, state: State) -> WriteResult:
-    """Stop scheduled runs (manual triggers still run)."""
-    return _set_paused(state, tenant, job_id, True)
+def pause_job(
+    job_id: JobId, tenant: Tenant, state: State, body: PauseBody | None = None
+) -> WriteResult:
+    """Stop scheduled runs (manual triggers still run), with an optional reason."""
+    return _set_paused(state, tenant, job_id, True, body.reason if body else None)
 
 
 @router.post("/{job_id}/resume", responses={409: {"model": Problem}})

@@ -96,6 +96,12 @@ class TriggerBody(_In):
     payload: JsonValue = Field(None, description="Overrides the job's payload for this run.")
 
 
+class PauseBody(_In):
+    reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = Field(
+        None, description="Why the job is paused (shown with it until resumed)."
+    )
+
+
 class BackfillBody(_In):
     start: AwareDatetime
     end: AwareDatetime

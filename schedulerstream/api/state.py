@@ -4,15 +4,20 @@ the publisher, the tenant view, recent writes and metrics."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from schedulerstream.api.recent import RecentWrites
 from schedulerstream.publish import Publisher
 from schedulerstream.readmodel import JobRow, Page, ReadModel, RunDetail, RunRow
+from schedulerstream.readmodel.console import ConsoleQueries
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantView
+
+T = TypeVar("T")
 
 
 class LockedReadModel:
@@ -39,6 +44,13 @@ class LockedReadModel:
     def get_run(self, tenant: str, run_id: str) -> RunDetail | None:
         with self._lock:
             return self._model.get_run(tenant, run_id)
+
+    def console(self, query: Callable[[ConsoleQueries], T]) -> T:
+        """Run one of the web console's queries (readmodel/console.py)."""
+        if not isinstance(self._model, ConsoleQueries):
+            raise TypeError(f"{type(self._model).__name__} has no console queries")
+        with self._lock:
+            return query(self._model)
 
     def identity(self) -> str:
         with self._lock:

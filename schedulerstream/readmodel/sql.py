@@ -25,6 +25,7 @@ from schedulerstream.readmodel.base import (
     decode_cursor,
     encode_cursor,
 )
+from schedulerstream.readmodel.console import ConsoleQueries
 
 SCHEMA_VERSION = "1"
 IDENTITY_QUERY = "SELECT value FROM readmodel_meta WHERE name = 'identity'"
@@ -118,7 +119,7 @@ def _attempt_params(a: AttemptRow) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-class SqlReadModel(ABC):
+class SqlReadModel(ConsoleQueries, ABC):
     """A ReadModel over one DB-API connection; subclasses open it and run statements."""
 
     json_param = "?"
@@ -260,6 +261,14 @@ class SqlReadModel(ABC):
             (run_id,),
         )
         return RunDetail(RunRow(*rows[0]), [AttemptRow(*a) for a in attempts])
+
+    def _select_jobs(self, where: str, params: Sequence[Any]) -> list[JobRow]:
+        rows = self._query(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs WHERE {where}", params)
+        return [_job(r) for r in rows]
+
+    def _select_runs(self, where: str, params: Sequence[Any]) -> list[RunRow]:
+        rows = self._query(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE {where}", params)
+        return [RunRow(*r) for r in rows]
 
     def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table in key order, JSON decoded (for tests and debugging)."""

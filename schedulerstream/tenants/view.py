@@ -40,6 +40,11 @@ class TenantView:
         with self._lock:
             return len(self._records)
 
+    def names(self) -> list[str]:
+        """The tenants materialized, sorted."""
+        with self._lock:
+            return sorted(self._records)
+
     def authenticate(self, api_key: str) -> str | None:
         """The tenant whose current key is ``api_key``, else None."""
         parsed = parse_key(api_key)
