@@ -110,6 +110,10 @@ class Executor:
         if task is not None:
             task.cancel()
 
+    def running(self, partition: int, run_id: str, attempt: int) -> bool:
+        """Whether that attempt was submitted here and its completion not drained yet."""
+        return (partition, run_id, attempt) in self._live
+
     def cancel_partition(self, partition: int) -> int:
         """Abort every attempt of ``partition`` (its task restarted from committed state)."""
         keys = [k for k in self._live if k[0] == partition]

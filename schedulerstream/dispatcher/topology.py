@@ -27,6 +27,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
+from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.dispatcher.executor import Completion, Executor
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
@@ -35,6 +38,7 @@ from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Star
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.kafka import clients
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
 from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
@@ -48,7 +52,7 @@ from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Target
 from schedulerstream.targets.http import HttpTarget
-from schedulerstream.targets.kafka import kafka_record
+from schedulerstream.targets.kafka import TargetTopics, admin_lookup, kafka_record
 from schedulerstream.targets.worker import cancel_value, decode_worker_event, offer_value
 from schedulerstream.tenants.policy import TenantPolicy
 
@@ -57,13 +61,14 @@ JSON = b"application/json"
 
 
 class ContextOutput:
-    """The logic's Output on a task context."""
+    """The logic's Output on a task context: a record's origin is its key (a run id or a
+    job key)."""
 
     def __init__(self, ctx: TaskContext) -> None:
         self.ctx = ctx
 
     def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
-        self.ctx.produce(topic, key, value, partition)
+        self.ctx.produce(topic, key, value, partition, origin=key.decode("utf-8", "replace"))
 
 
 class DispatcherTopology(Topology):
@@ -75,8 +80,10 @@ class DispatcherTopology(Topology):
         codec: Codec | None = None,
         executor: Executor | None = None,
         tenants: TenantPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings
+        self.clock: Clock = clock or SystemClock()
         # per-tenant weights and limits from cron.tenants, live (tests may inject a fixed one)
         self.tenants = tenants if tenants is not None else TenantPolicy.following(settings, 5.0)
         self.runs_topic = settings.topic("runs")
@@ -107,6 +114,9 @@ class DispatcherTopology(Topology):
         self.worker_events_topic = settings.topic("worker-events")
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
+        self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
+        self._admin: AdminClient | None = None
+        self.target_topics = TargetTopics(self._topic_problem, self.clock)
 
     @property
     def name(self) -> str:
@@ -120,6 +130,10 @@ class DispatcherTopology(Topology):
     @property
     def changelog_topic(self) -> str:
         return self.settings.topic("dispatcher-state")
+
+    @property
+    def owned_topics(self) -> Sequence[str]:
+        return (self.settings.topic("attempts"), self.commands_topic, *self.tier_delay_us)
 
     def process(self, ctx: TaskContext, message: Any) -> None:
         key: bytes | None = message.key()
@@ -172,14 +186,26 @@ class DispatcherTopology(Topology):
         self.logic.restore_record(store, key, value)
 
     def on_running(self, ctx: TaskContext) -> None:
-        """Attempts still running for this partition belong to state that was dropped."""
-        self.executor.cancel_partition(ctx.partition)
-        self._completed.pop(ctx.partition, None)
-        self.leases.stopped(ctx.partition)
+        """Restored from committed state. After a move (or a start) the attempts still running
+        here belong to state that was dropped; after a rebuild in place (an aborted
+        transaction) they are the committed attempts themselves, so they go on, adopted."""
+        partition = ctx.partition
+        rebuilt = partition in self._rebuilding
+        self._rebuilding.discard(partition)
+        if not rebuilt:
+            self.executor.cancel_partition(partition)
+            self._completed.pop(partition, None)
+        self.leases.stopped(partition)
         now = ctx.now_us()
+        finished = {(c.run_id, c.attempt) for c in self._completed.get(partition, [])}
 
-        def adopt(run: RunRecord) -> bool:  # a worker may still be on it: keep its lease
-            return self.leases.adopt(ctx.store, ctx.partition, run, now)
+        def adopt(run: RunRecord) -> bool:  # a worker, or this process, may still be on it
+            if rebuilt and (
+                self.executor.running(partition, run.run_id, run.attempt)
+                or (run.run_id, run.attempt) in finished
+            ):
+                return True
+            return self.leases.adopt(ctx.store, partition, run, now)
 
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
@@ -192,9 +218,19 @@ class DispatcherTopology(Topology):
                                      start.target, start.host)  # fmt: skip
         self._unsent.clear()
 
+    def on_rebuild(self, partition: int) -> None:
+        """Rebuilt in place: starts never committed are dropped (never sent); the attempts
+        in flight go on and their outcomes apply to the rebuilt state (``on_running``)."""
+        for start in self._unsent.pop(partition, []):
+            self.limits.release(start.tenant, start.host)
+        for where in [w for w in self._held_since if w[1] == partition]:
+            del self._held_since[where]
+        self._rebuilding.add(partition)
+
     def on_stopped(self, partition: int) -> None:
         """The partition moved away or is being rebuilt: its attempts must not go on here (the
         next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
+        self._rebuilding.discard(partition)
         for start in self._unsent.pop(partition, []):  # never committed: never sent
             self.limits.release(start.tenant, start.host)
         for where in [w for w in self._held_since if w[1] == partition]:
@@ -236,11 +272,42 @@ class DispatcherTopology(Topology):
             self._unsent[start.partition].append(start)
             ctx.request_commit()
         elif isinstance(config, KafkaConfig):
-            topic, key, value, headers = kafka_record(start.delivery, config)
-            ctx.produce(topic, key, value, None, list(headers))
-            self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
+            self._produce_target(ctx, start, config)
         else:
             self._offer(ctx, start, config)
+
+    def _produce_target(self, ctx: TaskContext, start: Start, config: KafkaConfig) -> None:
+        """A Kafka target's record joins this transaction, unless its topic is known to be
+        missing or the broker refused it in the aborted transaction this replays: then only
+        this attempt fails (retried with backoff like any other failure)."""
+        d = start.delivery
+        origin = f"{d.run_id}#{d.attempt}"
+        refused = ctx.failed(origin)
+        if refused is not None:
+            self.target_topics.forget(config.topic)
+            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {refused}")
+            self._settle(ctx, start, Outcome("failed", refused, True, 0))
+            return
+        problem = self.target_topics.problem(config.topic)
+        if problem is not None:
+            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {problem}")
+            self._settle(ctx, start, Outcome("failed", problem, True, 0))
+            return
+        topic, key, value, headers = kafka_record(d, config, clock=self.clock)
+        size = len(key) + len(value) + sum(len(n) + len(v) for n, v in headers)
+        if size > ctx.max_record_bytes:
+            reason = (f"the record for Kafka target topic {topic!r} is {size:,} bytes, over the "
+                      f"limit of {ctx.max_record_bytes:,}")  # fmt: skip
+            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {reason}")
+            self._settle(ctx, start, Outcome("refused", reason, False, 0))
+            return
+        ctx.produce(topic, key, value, None, list(headers), origin=origin)
+        self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
+
+    def _topic_problem(self, topic: str) -> str | None:
+        if self._admin is None:
+            self._admin = AdminClient(clients.base_config(self.settings))
+        return admin_lookup(self._admin)(topic)
 
     def _drop_unsent(self, cancel: Cancel) -> bool:
         """Cancel an attempt not sent yet (cancelled or replaced in the same transaction)."""
@@ -259,6 +326,14 @@ class DispatcherTopology(Topology):
         run = self.logic.load(ctx.store, start.delivery.run_id)
         assert run is not None
         now = run.deadline_us - round(start.delivery.deadline * 1e6)  # the attempt's start
+        origin = f"{run.run_id}#{start.delivery.attempt}"
+        refused = ctx.failed(origin)
+        if refused is not None:  # the work topic was deleted, say: created again next time
+            self._work_topics.pop(config.pool, None)
+            ctx.isolated("worker_offer", f"{run.run_id}: {refused}")
+            self._settle(ctx, start, Outcome("failed", f"worker pool {config.pool!r}: {refused}",
+                                             True, 0))  # fmt: skip
+            return
         try:
             topic = self._work_topic(config.pool)  # created (a blocking call) on first use
         except SchedulerStreamError as exc:
@@ -268,7 +343,8 @@ class DispatcherTopology(Topology):
         lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
         value = offer_value(start.delivery, config.pool, lease.lease_ms, now, run.deadline_us,
                             ctx.partition)  # fmt: skip
-        ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)])
+        ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)],
+                    origin=origin)  # fmt: skip
 
     def _tell_worker(self, ctx: TaskContext, lease: Lease, reason: str) -> None:
         """A cancel record for ``lease``'s attempt on its pool's topic."""

@@ -132,6 +132,7 @@ class Processor:
         self._awaiting: dict[int, float] = {}  # caught up, waiting to settle: retry time
         self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
         self._held: dict[tuple[str, int], float] = {}  # paused by TaskContext.hold: resume at
+        self._rebuilt: set[int] = set()  # rebuilt in place (on_rebuild), not running yet
         self._dirty = False
         self._commit_requested = False  # by a task context: commit at the end of this step
         self._stopping = False
@@ -435,7 +436,9 @@ class Processor:
     def _rebuild(self, tasks: list[Task]) -> None:
         consumer = self._require_consumer()
         for task in tasks:
-            self._stopped(task)
+            if task.state is TaskState.RUNNING:
+                self.topology.on_rebuild(task.partition)
+                self._rebuilt.add(task.partition)
             task.suspend()
             self._forget_held(task.partition)  # the restore seeks and resumes every input
             consumer.pause(self._input_tps(task.partition))
@@ -534,6 +537,13 @@ class Processor:
         (the topology learns of it at its next callback) and the rejected topic says so."""
         for output in outputs:
             charged = output.origin or origin
+            if charged is not None and self.quarantine.failures(partition, charged) > 1:
+                # refused twice: the topology did not take it out, so the runtime does
+                reason = self.quarantine.reason(partition, charged) or "refused twice"
+                self.quarantine.count("record_dropped", f"{charged}: {reason}")
+                self._txn.produce(refused_output(self.rejected_topic, output, reason,
+                                                 self.group_id))  # fmt: skip
+                continue
             if output.size() > self._max_record:
                 reason = self._too_large(output)
                 if charged is not None:
@@ -711,6 +721,7 @@ class Processor:
             task.restore.seconds, task.restore.rate,
         )  # fmt: skip
         task.transition(TaskState.RUNNING)
+        self._rebuilt.discard(task.partition)
         self._contexts[task.partition] = TaskContext(
             task.partition,
             task.require_store(),
@@ -758,7 +769,9 @@ class Processor:
         task.close()
 
     def _stopped(self, task: Task) -> None:
-        if task.state is TaskState.RUNNING:
+        rebuilt = task.partition in self._rebuilt  # stopped before it ran again
+        self._rebuilt.discard(task.partition)
+        if task.state is TaskState.RUNNING or rebuilt:
             self.topology.on_stopped(task.partition)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -81,6 +81,13 @@ class Topology(Protocol):
         commit fails, so what it prepared is never started (drop it in ``on_stopped``)."""
         return None
 
+    def on_rebuild(self, partition: int) -> None:
+        """The task of ``partition`` stays here but is rebuilt from its changelog (a
+        transaction was aborted): drop what it staged (its records will be processed again);
+        what it started after a commit may go on, since that state is committed. The default
+        treats it as ``on_stopped``."""
+        self.on_stopped(partition)
+
     def on_stopped(self, partition: int) -> None:
         """The task of ``partition`` stopped running (revoked, lost, closed, or suspended to
         rebuild from its changelog): stop anything it started outside the runtime and drop

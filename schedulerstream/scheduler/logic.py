@@ -21,6 +21,7 @@ from schedulerstream.ingest import (
     job_key_from_record_key,
 )
 from schedulerstream.limits import RecordLimits
+from schedulerstream.model import MAX_PAUSED_REASON
 from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
@@ -50,9 +51,15 @@ class Store(Protocol):
 
 
 class Output(Protocol):
-    """Produces into the current transaction."""
+    """Produces into the current transaction; ``failed`` tells of a job whose record the
+    broker refused in an aborted transaction (this is its replay)."""
 
-    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None: ...
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, partition: int,
+        origin: str | None = None,
+    ) -> None: ...  # fmt: skip
+
+    def failed(self, origin: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,7 @@ class Counters:
     rejected: int = 0
     paused_by_command: int = 0
     pauses_ignored: int = 0
+    quarantined: int = 0  # jobs paused because a record of theirs could not be written
     by_trigger: dict[str, int] = field(default_factory=dict)
 
 
@@ -100,6 +108,8 @@ class SchedulerLogic:
         # per store: no due key is below this one. The timer scan starts here, not at the
         # prefix start, where the due keys already emitted lie deleted until compaction.
         self._due_floor: weakref.WeakKeyDictionary[Store, bytes] = weakref.WeakKeyDictionary()
+        # per partition: jobs whose run could not be written, paused when the input is done
+        self._to_quarantine: dict[int, dict[str, str]] = {}
 
     def clock(self, partition: int, now_us: int) -> int:
         """``now_us``, never earlier than a "now" this partition already saw.
@@ -210,6 +220,7 @@ class SchedulerLogic:
             self._attempt(out, partition, f"{job_key}@never", plan.tenant, plan.job_id, "missed",
                           now_us, None, reason, 0)  # fmt: skip
         self.save(store, job_key, current, state)
+        self._quarantine_jobs(store, out, partition, now_us)
 
     def on_command(
         self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
@@ -250,6 +261,7 @@ class SchedulerLogic:
                     )
                 )
         self.save(store, job_key, old, state)
+        self._quarantine_jobs(store, out, partition, now_us)
 
     def _pause_job(
         self, store: Store, out: Output, partition: int, job_key: str, fields: dict[str, Any],
@@ -294,6 +306,7 @@ class SchedulerLogic:
         for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, bf_end)):
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
             more |= self._backfill_chunk(store, out, partition, job_key, now_us)
+        self._quarantine_jobs(store, out, partition, now_us)
         return more
 
     def _emit_due(
@@ -346,6 +359,11 @@ class SchedulerLogic:
 
     # -- outputs ----------------------------------------------------------------------------
     def _emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:
+        job_key = f"{plan.tenant}/{plan.job_id}"
+        reason = out.failed(job_key)
+        if reason is not None:
+            self._not_emitted(out, partition, plan, e, reason, now_us)
+            return
         value = self.codec.encode(
             "RunTriggered",
             {
@@ -361,9 +379,53 @@ class SchedulerLogic:
                 "job_definition": plan.definition,
             },
         )
+        if len(value) + len(e.run_id) > self.limits.max_record_bytes:
+            reason = (
+                f"its run record is {len(value):,} bytes, over the limit of "
+                f"{self.limits.max_record_bytes:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
+            )
+            self._not_emitted(out, partition, plan, e, reason, now_us)
+            return
         out.produce(self.topics.runs, e.run_id.encode(), value, partition)
         self.counters.runs_emitted += 1
         self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
+
+    def _not_emitted(
+        self, out: Output, partition: int, plan: JobPlan, e: Emission, reason: str, now_us: int
+    ) -> None:
+        """A run that cannot be written: a ``missed`` event with the reason, and its job is
+        quarantined (paused) once the current input or tick is done."""
+        job_key = f"{plan.tenant}/{plan.job_id}"
+        self._attempt(out, partition, e.run_id, plan.tenant, plan.job_id, "missed", now_us,
+                      e.scheduled_at_us, f"not emitted: {reason}", 1)  # fmt: skip
+        self._to_quarantine.setdefault(partition, {}).setdefault(job_key, reason)
+
+    def _quarantine_jobs(self, store: Store, out: Output, partition: int, now_us: int) -> None:
+        """Pause the jobs whose run could not be written: version + 1, paused, with the reason
+        (written to cron.schedules, so the API shows it, and applied here at once). A fix is a
+        new version, which resumes it."""
+        jobs = self._to_quarantine.pop(partition, None)
+        for job_key, reason in (jobs or {}).items():
+            old = self.load(store, job_key)
+            if old is None or old.paused:
+                continue
+            paused_reason = f"quarantined: {reason}"
+            if len(paused_reason) > MAX_PAUSED_REASON:
+                paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
+            record = self.codec.decode_as("JobDefinition", old.definition)
+            record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
+            value = self.codec.encode("JobDefinition", record)
+            pause_origin = f"{job_key}#pause"
+            if out.failed(pause_origin) is None:  # else the paused version stays local
+                out.produce(self.topics.schedules, job_key.encode(), value, partition,
+                            origin=pause_origin)  # fmt: skip
+            state = old.copy()
+            self._revoke(out, partition, job_key, state, now_us, old.version + 1, paused_reason)
+            state.version, state.definition, state.paused = old.version + 1, value, True
+            plan = self.plans.get(job_key, state.version, value, record)
+            schedule_next(state, plan, _next_after)
+            self.save(store, job_key, old, state)
+            self.counters.quarantined += 1
 
     def _revoke(
         self, out: Output, partition: int, job_key: str, state: JobState, now_us: int,

@@ -21,13 +21,22 @@ PUNCTUATE_BUDGET_S = 0.2
 
 
 class ContextOutput:
-    """The logic's Output on a task context."""
+    """The logic's Output on a task context: a record's origin is its job (the key up to
+    '@': run ids and job keys alike)."""
 
     def __init__(self, ctx: TaskContext) -> None:
         self.ctx = ctx
 
-    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
-        self.ctx.produce(topic, key, value, partition)
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, partition: int,
+        origin: str | None = None,
+    ) -> None:  # fmt: skip
+        if origin is None:
+            origin = key.partition(b"@")[0].decode("utf-8", "replace")
+        self.ctx.produce(topic, key, value, partition, origin=origin)
+
+    def failed(self, origin: str) -> str | None:
+        return self.ctx.failed(origin)
 
 
 class SchedulerTopology(Topology):
@@ -71,6 +80,11 @@ class SchedulerTopology(Topology):
     @property
     def changelog_topic(self) -> str:
         return self.settings.topic("scheduler-state")
+
+    @property
+    def owned_topics(self) -> Sequence[str]:
+        return (self.settings.topic("runs"), self.settings.topic("attempts"),
+                self.schedules_topic)  # fmt: skip
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         self.logic.restore_record(store, key, value)

@@ -52,10 +52,17 @@ class SortedStore:
 @dataclass
 class Recorder:
     records: list[tuple[str, bytes, dict[str, Any] | None, str, int]] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # origin → reason (a replay)
 
-    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, partition: int,
+        origin: str | None = None,
+    ) -> None:  # fmt: skip
         name, record = CODEC.decode(value) if value is not None else ("", None)
         self.records.append((topic, key, record, name, partition))
+
+    def failed(self, origin: str) -> str | None:
+        return self.refused.get(origin)
 
     def runs(self) -> list[dict[str, Any]]:
         return [r for t, _, r, n, _ in self.records if n == "RunTriggered" and r is not None]
