@@ -33,10 +33,10 @@ def _cron_words(expr: str) -> str:
         return _MACROS[text.lower()]
     fields = text.split()
     if len(fields) != 5:
-        return f"cron {text}"
+        return "cron"
     minute, hour, dom, month, dow = fields
     if (dom, month) != ("*", "*"):
-        return f"cron {text}"
+        return "cron"
     if [minute, hour, dow] == ["*", "*", "*"]:
         return "every minute"
     if minute.startswith("*/") and minute[2:].isdigit() and (hour, dow) == ("*", "*"):
@@ -51,7 +51,7 @@ def _cron_words(expr: str) -> str:
             return f"weekdays at {at}"
         if dow.isdigit() and int(dow) <= 7:
             return f"{_DAYS[int(dow) % 7]}s at {at}"
-    return f"cron {text}"
+    return "cron"
 
 
 def in_words(schedule: dict[str, Any]) -> tuple[str, str]:
