@@ -89,6 +89,7 @@ class FieldMatcher:
         "_minutes",
         "_months",
         "_seconds",
+        "_shape_tables",
         "never",
     )
 
@@ -100,6 +101,7 @@ class FieldMatcher:
         self._months = _next_table(fields.months, 13)
         self._first_month = min(fields.months)
         self._day_tables: dict[int, tuple[int, ...]] = {}
+        self._shape_tables: dict[int, tuple[int, ...]] = {}
         self.never = not self._satisfiable()
 
     def _satisfiable(self) -> bool:
@@ -114,9 +116,14 @@ class FieldMatcher:
         table = self._day_tables.get(key)
         if table is not None:
             return table
+        # A month's matching days depend only on its length and first weekday (28 shapes).
+        length = days_in_month(year, month)
         first_weekday = weekday(days_from_civil(year, month, 1))
-        matching = matching_days(self._fields, days_in_month(year, month), first_weekday)
-        table = _next_table(matching, 33)
+        shape = length * 8 + first_weekday
+        table = self._shape_tables.get(shape)
+        if table is None:
+            table = _next_table(matching_days(self._fields, length, first_weekday), 33)
+            self._shape_tables[shape] = table
         if len(self._day_tables) >= _DAY_TABLE_LIMIT:
             self._day_tables.clear()
         self._day_tables[key] = table
