@@ -1,6 +1,7 @@
-"""One real stack for the console tests (module scope, to stay within minutes): scheduler,
-dispatcher, projector and ``schedulerstream api`` processes on fresh topics, a webhook receiver,
-two tenants and an operator key, and Debian's headless Chromium under Playwright."""
+"""One real stack for the console tests (package scope: every module of tests/ui shares it, to
+stay within minutes): scheduler, dispatcher, projector and ``schedulerstream api`` processes on
+fresh topics, a webhook receiver, two tenants and an operator key, and Debian's headless
+Chromium under Playwright."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class Stack:
     settings: Settings
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def stack(broker_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("ui")
     prefix = f"u{uuid.uuid4().hex[:10]}."
@@ -68,7 +69,7 @@ def stack(broker_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -
         _delete_topics(broker_settings, prefix)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     """Headless Chromium with a fresh profile (``--user-data-dir``), at 1280 px."""
     executable = ensure_chromium()

@@ -99,12 +99,13 @@ function table(caption, headers, rows, empty) {
 
 // ---- the API -------------------------------------------------------------------------------
 class ApiError extends Error {
-  constructor(status, message) { super(message); this.status = status; }
+  // fields: the 422's [{field, message}] (empty for other errors)
+  constructor(status, message, fields) { super(message); this.status = status; this.fields = fields || []; }
 }
 
 async function api(path, options) {
   const opts = options || {};
-  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` };
+  const headers = { ...(opts.headers || {}), Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` };
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
     method: opts.method || "GET", headers, cache: "no-store", credentials: "omit",
@@ -115,9 +116,10 @@ async function api(path, options) {
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text }; }
   if (!response.ok) {
     let detail = data && data.detail !== undefined ? data.detail : response.statusText;
-    if (Array.isArray(detail)) detail = detail.map((d) => `${d.field}: ${d.message}`).join("; ");
+    const fields = Array.isArray(detail) ? detail : [];
+    if (fields.length) detail = fields.map((d) => `${d.field}: ${d.message}`).join("; ");
     if (response.status === 401 && !opts.signin) signOut("Your key is no longer accepted; sign in again.");
-    throw new ApiError(response.status, String(detail));
+    throw new ApiError(response.status, String(detail), fields);
   }
   return data;
 }
@@ -192,6 +194,7 @@ async function route() {
   $("signin-page").hidden = true;
   $("top").hidden = false;
   fill($("who"), session.operator ? "Operator (all tenants, read-only)" : `Tenant ${session.tenant}`);
+  $("nav-new").hidden = session.operator;
   const parts = location.pathname.split("/").filter(Boolean).slice(1).map(decodeURIComponent);
   for (const a of document.querySelectorAll("[data-nav]")) {
     if (a.dataset.nav === (parts[0] || "jobs")) a.setAttribute("aria-current", "page");
@@ -200,6 +203,8 @@ async function route() {
   stopPolling();
   let heading;
   if (parts[0] === "overview") heading = overviewPage();
+  else if (parts[0] === "new" && parts.length === 1) heading = editorPage(null, null);
+  else if (parts[0] === "jobs" && parts.length === 4 && parts[3] === "edit") heading = editorPage(parts[1], parts[2]);
   else if (parts[0] === "jobs" && parts.length === 3) heading = jobPage(parts[1], parts[2]);
   else if (parts[0] === "runs" && parts.length >= 2) heading = runPage(parts.slice(1).join("/"));
   else if (!parts.length || (parts[0] === "jobs" && parts.length === 1)) heading = jobsPage();
@@ -254,7 +259,7 @@ function jobsPage() {
       h("span", {}, badge(j.status), j.paused_reason ? h("small", { class: "reason" }, ` ${j.paused_reason}`) : null),
       j.last_run ? h("span", {}, link(runHref(j.last_run.run_id), j.last_run.status, { class: `s-text-${j.last_run.status}` }),
         ` · late ${ms(j.last_run.lateness_ms)}`) : "—",
-    ]), state.q || state.status ? "No job matches." : "No jobs yet: PUT one to /v1/jobs/{job_id}."));
+    ]), state.q || state.status ? "No job matches." : "No jobs yet: create one with New job (or PUT one to /v1/jobs/{job_id})."));
     const previous = h("button", { type: "button", class: "quiet", disabled: state.cursors.length < 2,
       onclick: () => { state.cursors.pop(); refresh(); } }, "Previous page");
     const next = h("button", { type: "button", class: "quiet", disabled: !page.next_cursor,
@@ -346,7 +351,8 @@ function jobPage(tenant, jobId) {
         yes, " ", h("button", { type: "button", class: "quiet", onclick: () => { fill(deleteBox); remove.focus(); } }, "Keep it"));
       yes.focus();
     } }, "Delete…");
-    fill(actions, h("h2", { id: "actions-h" }, "Actions"), pause, h("div", { class: "row" }, resume, trigger),
+    const edit = link(`${jobHref(tenant, jobId)}/edit`, "Edit", { id: "edit", class: "button quiet" });
+    fill(actions, h("h2", { id: "actions-h" }, "Actions"), h("div", { class: "row" }, edit), pause, h("div", { class: "row" }, resume, trigger),
       backfill, confirmBox, h("div", { class: "row" }, remove), deleteBox, result);
   }
 
