@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.api.helpers import auth
-from tests.ui.conftest import Stack, shoot
+from tests.ui.conftest import SCREENSHOTS, Stack, shoot
 from tests.ui.test_console import RUN_TIMEOUT, open_job, put_job, sign_in
 
 pytestmark = pytest.mark.kafka
@@ -73,6 +73,8 @@ def test_create_a_job_in_the_form_with_its_preview_and_field_errors(
     expect(page.locator("#f-cron-error")).to_be_empty()
     expect(preview.locator("tbody tr")).to_have_count(5)
     shoot(page, "job-form")
+    when = page.locator("#panel-form fieldset.group").first  # the schedule and its preview
+    when.screenshot(path=str(SCREENSHOTS / "job-form-when-desktop.png"))
     page.get_by_role("button", name="Create job").click()
     expect(page.get_by_role("heading", name="form-job", exact=True)).to_be_visible()
     definition = page.locator("#definition")
