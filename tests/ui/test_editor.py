@@ -100,6 +100,9 @@ def test_edit_keeps_what_the_form_does_not_show_and_sends_if_match(
     expect(page.get_by_label("Job id")).to_have_attribute("readonly", "")
     expect(page.get_by_label("Every", exact=True)).to_be_checked()
     expect(page.get_by_label("Period")).to_have_value("3600")
+    hours = page.locator("#preview tbody tr")  # on the hour: k * 3600 s since the epoch
+    expect(hours).to_have_count(5)
+    expect(hours.first.locator("td[data-label='UTC']")).to_contain_text(":00:00 UTC")
     expect(page.get_by_label("Headers")).to_have_value("X-Team: billing")
     expect(page.get_by_label("Signing secret")).to_have_value("")
     expect(page.locator("#f-secret-help")).to_contain_text("enter it again")

@@ -141,7 +141,7 @@ function buildEditor(body, jobId, job) {
     h("p", { id: "f-kind-error", class: "field-error" }));
   const cronPanel = h("div", { id: "p-cron" }, field("f-cron", "Cron expressions", make(area("f-cron", 2, { oninput: schedulePreview })),
     "One per line: 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first (*/5 * * * * *), or @daily. Several lines fire at the union of their instants, each instant once."));
-  const everyPanel = h("div", { id: "p-every" }, field("f-every", "Period", make(input("f-every", { inputmode: "decimal" })),
+  const everyPanel = h("div", { id: "p-every" }, field("f-every", "Period", make(input("f-every", { inputmode: "decimal", oninput: schedulePreview })),
     "Seconds (30) or ISO 8601 (PT5M)."));
   const atPanel = h("div", { id: "p-at" }, field("f-at", "At (wall time in the job's zone)",
     make(input("f-at", { type: "datetime-local", step: "1", oninput: schedulePreview })), "Fires once."));
@@ -428,12 +428,30 @@ function buildEditor(body, jobId, job) {
     previewTimer = setTimeout(runPreview, PREVIEW_DELAY_MS);
   }
 
+  // Interval instants are phase + k * period since the epoch (timing/every.py), so every
+  // instance agrees; computed here for a period in seconds (ISO 8601: the job page lists them).
+  function everyPreview(zone) {
+    const period = Number(value("f-every"));
+    const phase = Number((base.schedule || {}).phase || 0);
+    const sentence = h("p", { class: "help" }, "Fires at every multiple of the period since 1970-01-01 UTC, plus the phase (so all instances agree).");
+    if (!(period > 0) || !Number.isFinite(phase)) return sentence;
+    const step = period * 1000;
+    const first = Math.ceil((Date.now() - phase * 1000) / step) * step + phase * 1000;
+    const rows = [];
+    for (let n = 0; n < PREVIEW_COUNT; n += 1) {
+      const iso = new Date(first + n * step).toISOString();
+      rows.push([String(n + 1), timeEl(iso, zone), timeEl(iso, "UTC"), timeEl(iso, VIEWER_ZONE)]);
+    }
+    const caveat = lines(value("f-exclude")).length ? h("p", { class: "help" }, "Dates without runs are left out when the job runs; this preview does not apply them.") : null;
+    return [sentence, table("Next instants", ["#", `In ${zone}`, "UTC", "Yours"], rows), caveat];
+  }
+
   async function runPreview() {
     const seq = ++previewSeq;
     const zone = value("f-tz").trim() || "UTC";
     const k = kindNow();
     const mine = ["f-cron", "f-tz", "f-exclude", "f-at", "f-dst-gap", "f-dst-repeat"];
-    if (k === "every") { clearErrors(mine); fill(preview, h("p", { class: "help" }, "An interval fires every period from when the job is saved; the job page lists its instants.")); return; }
+    if (k === "every") { clearErrors(mine); fill(preview, everyPreview(zone)); return; }
     if (k === "at") {
       clearErrors(mine);
       const at = value("f-at") ? zonedIso(value("f-at"), zone) : null;
