@@ -18,13 +18,30 @@ def kafka() -> None:
 
 @kafka.command()
 @click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for it.")
-def up(timeout: float) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="SASL_SSL (SCRAM-SHA-512, a local CA) with ACLs; prints the admin's client "
+    "properties file instead of the address.",
+)
+def up(timeout: float, secure: bool) -> None:
     """Start the broker (or use the one already answering) and print its address."""
+    broker = LocalBroker(get_settings(), secure=secure)
     try:
-        click.echo(LocalBroker(get_settings()).up(timeout=timeout), err=True)
+        click.echo(broker.up(timeout=timeout), err=True)
     except BrokerError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(get_settings().bootstrap_servers)
+    if not broker.secure:
+        click.echo(get_settings().bootstrap_servers)
+        return
+    clients = broker.admin_properties().parent
+    click.echo(
+        f"SASL_SSL, SCRAM-SHA-512, ACLs on. Admin (super user) client properties below; "
+        f"one file per component user in {clients}/. Use: "
+        "SCHEDULERSTREAM_KAFKA_CONFIG_FILE=<file>",
+        err=True,
+    )
+    click.echo(str(broker.admin_properties()))
 
 
 @kafka.command()

@@ -2,7 +2,8 @@
 
 The jars come from Maven Central (pinned by ``kafka-pom.xml``, package data beside this module)
 or from ``KAFKA_HOME``; the broker runs detached with its data, log and pid under
-``{data_dir}/kafka``.
+``{data_dir}/kafka``. ``secure=True``: a SASL_SSL listener with SCRAM users and ACLs instead of
+PLAINTEXT (its files: schedulerstream/kafka/secure.py); a data dir made secure stays secure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from schedulerstream.errors import BrokerError
+from schedulerstream.kafka import secure as secured
 from schedulerstream.resources import pom
 from schedulerstream.settings import Settings
 
@@ -136,10 +138,12 @@ def broker_answers(
 class LocalBroker:
     """Fetch, format, start, stop and query the local broker described by ``settings``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, secure: bool = False) -> None:
         self.settings = settings
         self.host, self.port = parse_address(settings.bootstrap_servers)
         self.paths = BrokerPaths(Path(settings.data_dir).resolve() / "kafka")
+        self.secure_files = secured.SecureFiles(self.paths.root / "secure")
+        self.secure = secure or self.secure_files.exists()
 
     # -- jars -------------------------------------------------------------------------------
     def jars_dir(self) -> Path:
@@ -190,8 +194,29 @@ class LocalBroker:
             }
         )
         self.paths.root.mkdir(parents=True, exist_ok=True)
+        if self.secure:
+            secured.prepare(self.secure_files, self.host)
+            props.update(secured.broker_properties(self.secure_files, self.host, self.port))
+        self.paths.config.touch(mode=0o600)  # the secured broker's holds its own password
+        self.paths.config.chmod(0o600)
         self.paths.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.paths.log4j.write_text(LOG4J2_CONFIG)
+
+    def _check_mode(self) -> None:
+        """Refuse to start a data dir formatted for the other mode (plain or secure)."""
+        if not (self.paths.data / "meta.properties").exists():
+            return
+        formatted_secure = self.secure_files.exists()
+        if formatted_secure != self.secure:
+            held = "a secured" if formatted_secure else "a plain"
+            raise BrokerError(
+                f"{self.paths.root} holds {held} broker; use another SCHEDULERSTREAM_DATA_DIR "
+                f"(or remove that one) to start a {'secured' if self.secure else 'plain'} one"
+            )
+
+    def admin_properties(self) -> Path:
+        """The admin super user's client properties file (secure mode)."""
+        return self.secure_files.client_properties(secured.ADMIN).resolve()
 
     def _format(self, jars: Path) -> None:
         if (self.paths.data / "meta.properties").exists():
@@ -200,8 +225,10 @@ class LocalBroker:
             self._java(), "-cp", f"{jars}/*", "kafka.tools.StorageTool", "format",
             "-t", uuid.uuid4().hex[:22], "-c", str(self.paths.config), "--ignore-formatted",
         ]  # fmt: skip
+        if self.secure:
+            command += secured.format_arguments(self.secure_files)
         result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
+        if result.returncode != 0:  # (the output never echoes the --add-scram passwords)
             raise BrokerError(f"kafka storage format failed:\n{result.stdout}{result.stderr}")
 
     # -- process -----------------------------------------------------------------------------
@@ -216,11 +243,19 @@ class LocalBroker:
     def answers(self) -> bool:
         from schedulerstream.kafka.clients import base_config
 
-        return broker_answers(self.settings.bootstrap_servers, config=base_config(self.settings))
+        config = base_config(self.settings)
+        if self.secure and self.secure_files.exists():  # asked as the admin, whoever the user is
+            config.update(secured.client_config(self.secure_files, secured.ADMIN))
+        return broker_answers(self.settings.bootstrap_servers, config=config)
 
     def up(self, timeout: float = 90.0) -> str:
         """Start the broker unless one answers; return a line saying what happened."""
         address = self.settings.bootstrap_servers
+        if self.secure and self.recorded_pid() is None and _port_taken(self.host, self.port):
+            raise BrokerError(
+                f"something already listens at {address}: not a secured broker this data dir "
+                "started; choose another SCHEDULERSTREAM_BOOTSTRAP_SERVERS"
+            )
         if self.answers():
             if self.recorded_pid() is not None:
                 return f"broker already running at {address} (pid {self.recorded_pid()})"
@@ -230,6 +265,7 @@ class LocalBroker:
             self._wait_until_answering(timeout)
             return f"broker running at {address} (pid {self.recorded_pid()})"
         jars = self.jars_dir()
+        self._check_mode()
         self._write_config()
         self._format(jars)
         self.start_process(jars)
@@ -290,6 +326,14 @@ class LocalBroker:
                 time.sleep(0.1)
         self.paths.pid.unlink(missing_ok=True)
         return f"broker stopped (pid {pid})"
+
+
+def _port_taken(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def _raise_open_file_limit() -> None:
