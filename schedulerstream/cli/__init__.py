@@ -17,6 +17,11 @@ from schedulerstream.errors import SchedulerStreamError
 
 # name -> (module under schedulerstream.cli, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "acls": (
+        "acls_cmd",
+        "acls_group",
+        "The minimal Kafka ACLs of each component: plan prints them, apply creates them.",
+    ),
     "api": (
         "api_cmd",
         "api",

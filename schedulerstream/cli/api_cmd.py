@@ -19,9 +19,16 @@ def api(host: str, port: int) -> None:
     import uvicorn
 
     from schedulerstream.api import create_app
+    from schedulerstream.errors import SchedulerStreamError
+    from schedulerstream.kafka.access import check_access
 
     configure_logging("api")
-    app = create_app(load_settings())
+    settings = load_settings()
+    try:  # its principal may authenticate and has its ACLs
+        check_access(settings, "api")
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
+    app = create_app(settings)
     click.echo(f"api ready: http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
     # uvicorn shuts down gracefully, then re-raises the signal to the handler it found: exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,6 +9,7 @@ import click
 
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.kafka.access import check_access
 from schedulerstream.kafka.topics import wait_for_topics
 from schedulerstream.logs import configure_logging
 from schedulerstream.observability.exporter import serve
@@ -44,6 +45,7 @@ def scheduler() -> None:
     configure_logging("scheduler")
     settings = load_settings()
     try:
+        check_access(settings, "scheduler")  # it may log in and has its ACLs (kafka/access.py)
         run_processor(settings, SchedulerTopology(settings))
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -54,6 +56,10 @@ def dispatcher() -> None:
     """Run one dispatcher instance (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
     configure_logging("dispatcher")
     settings = load_settings()
+    try:
+        check_access(settings, "dispatcher")  # it may log in and has its ACLs (kafka/access.py)
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
     topology = DispatcherTopology(settings)
     try:
         run_processor(settings, topology)

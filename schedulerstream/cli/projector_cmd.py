@@ -6,6 +6,7 @@ import click
 
 from schedulerstream.cli.processors_cmd import run_processor
 from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.kafka.access import check_access
 from schedulerstream.logs import configure_logging
 from schedulerstream.projector.topology import (
     DEFAULT_KEEP_PER_JOB,
@@ -30,6 +31,7 @@ def projector(keep_runs: int) -> None:
     configure_logging("projector")
     try:
         settings = load_settings()
+        check_access(settings, "projector")  # it may log in and has its ACLs (kafka/access.py)
         with open_read_model(settings) as model:
             run_processor(settings, ProjectorTopology(settings, model, keep_per_job=keep_runs))
     except SchedulerStreamError as exc:

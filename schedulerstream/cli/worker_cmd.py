@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from schedulerstream.errors import ConfigError
+from schedulerstream.errors import ConfigError, SchedulerStreamError
+from schedulerstream.kafka.access import check_access
 from schedulerstream.logs import configure_logging
 from schedulerstream.runtime import install_signal_handlers
 from schedulerstream.settings import load_settings
@@ -45,6 +46,10 @@ def worker(pool: str, app_spec: str, concurrency: int, drain: float) -> None:
     """Run one worker of POOL (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
     configure_logging("worker")
     settings = load_settings()
+    try:  # its principal may authenticate and has its ACLs
+        check_access(settings, "worker", pools=[pool])
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
     runner = WorkerRunner(settings, load_app(app_spec), pool, concurrency=concurrency,
                           drain_s=drain)  # fmt: skip
     install_signal_handlers(runner)
