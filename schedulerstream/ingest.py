@@ -74,7 +74,8 @@ def _job_from_json(value: bytes, timestamp_us: int) -> JobDefinition:
         ) from exc
     if not isinstance(data, dict):
         raise RejectedRecord("JSON value must be an object (a job definition)")
-    data.setdefault("version", timestamp_us)
+    if data.get("version") is None:  # missing or null: the record's timestamp
+        data["version"] = timestamp_us
     try:
         return JobDefinition.model_validate(data)
     except PydanticValidationError as exc:

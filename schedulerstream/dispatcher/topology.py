@@ -109,6 +109,8 @@ class DispatcherTopology(Topology):
         self.http = HttpTarget.from_settings(settings)
         self._sqs: Target[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
+        # applied in the open transaction: given back if it aborts (``on_rebuild``)
+        self._applied: dict[int, list[Completion]] = defaultdict(list)
         self._unsent: dict[int, list[Start]] = defaultdict(list)  # waiting for the commit
         self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
         self.worker_events_topic = settings.topic("worker-events")
@@ -173,7 +175,9 @@ class DispatcherTopology(Topology):
             if completion.outcome is not None:
                 self._completed[completion.partition].append(completion)
         out = ContextOutput(ctx)
-        for done in self._completed.pop(ctx.partition, []):
+        applied = self._completed.pop(ctx.partition, [])
+        self._applied[ctx.partition].extend(applied)
+        for done in applied:
             assert done.outcome is not None
             self.logic.on_outcome(ctx.store, out, ctx.partition, done.run_id, done.attempt,
                                   done.outcome, now_us)  # fmt: skip
@@ -210,7 +214,8 @@ class DispatcherTopology(Topology):
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
     def after_commit(self) -> None:
-        """The starts are committed: send them."""
+        """The starts are committed: send them (the outcomes applied are committed too)."""
+        self._applied.clear()
         for starts in self._unsent.values():
             for start in starts:
                 target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
@@ -225,6 +230,8 @@ class DispatcherTopology(Topology):
             self.limits.release(start.tenant, start.host)
         for where in [w for w in self._held_since if w[1] == partition]:
             del self._held_since[where]
+        # outcomes applied in the aborted transaction apply again to the rebuilt state
+        self._completed[partition][:0] = self._applied.pop(partition, [])
         self._rebuilding.add(partition)
 
     def on_stopped(self, partition: int) -> None:
@@ -237,6 +244,7 @@ class DispatcherTopology(Topology):
             del self._held_since[where]
         cancelled = self.executor.cancel_partition(partition)
         self._completed.pop(partition, None)
+        self._applied.pop(partition, None)
         self.leases.stopped(partition)
         if cancelled:
             log.info("partition %d stopped: aborted %d attempts in flight", partition, cancelled)

@@ -10,13 +10,13 @@ transaction ends well; ``_recover`` the one place it ends badly.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import FencedError, StateError
@@ -24,6 +24,7 @@ from schedulerstream.kafka import clients
 from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
+from schedulerstream.runtime.charges import Charges, admin_lookup
 from schedulerstream.runtime.context import Output, TaskContext, refused_output, rejected_output
 from schedulerstream.runtime.quarantine import Quarantine, refusal
 from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
@@ -85,9 +86,13 @@ class Processor:
         self.commit_seconds = Histogram(DURATION_BUCKETS)  # of the commits that succeeded
         # origins whose records the broker refused: the replay takes them out (§8)
         self.quarantine = Quarantine()
-        self._refusals: list[tuple[int, str, str]] = []  # (partition, origin, reason)
         self._owned = frozenset(
             (topology.changelog_topic, self.rejected_topic, *topology.owned_topics)
+        )
+        self._charges = Charges(
+            self._owned,
+            self.quarantine,
+            admin_lookup(lambda: AdminClient(clients.base_config(settings))),
         )
         self._max_record = settings.max_record_bytes
         self._last_abort = ""
@@ -303,11 +308,12 @@ class Processor:
                 self.metrics["changelog_records"] += capture(
                     task, self._txn, self.topology.changelog_topic
                 )
-            self._txn.flush()  # (2)
+            self._charges.start_flush()
+            self._txn.flush(self._charges.check)  # (2)
+            self._charges.check()
             failed = [t.changelog_error for t in running if t.changelog_error]
             if failed:
                 raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
-            self._take_out_refused()
             offsets = [
                 TopicPartition(topic, task.partition, offset)
                 for task in running
@@ -327,6 +333,7 @@ class Processor:
         faults.reached("after-local")
         self._dirty = False
         self._last_abort = ""
+        self._charges.committed()
         self.quarantine.committed()
         self.metrics["commits"] += 1
         self.commit_seconds.observe(time.perf_counter() - started)
@@ -378,11 +385,14 @@ class Processor:
         committed offsets. The changelog and the group are the truth, never local state."""
         log.warning("transaction failed (%s): %s", failure.failure.value, failure.reason)
         self.metrics["aborts"] += 1
-        self._refusals.clear()
-        if failure.reason == self._last_abort:  # a replay that cannot get past it: surface it
-            log.error("the same failure aborted two transactions in a row: %s", failure.reason)
-            self.quarantine.count("repeated_abort", failure.reason)
-        self._last_abort = failure.reason
+        with contextlib.suppress(KafkaException):
+            self._txn.poll()  # serve the delivery reports that say which record failed
+        cause = self._charges.aborted() or failure.reason
+        self.quarantine.aborted()
+        if cause == self._last_abort:  # a replay that cannot get past it: surface it
+            log.error("the same failure aborted two transactions in a row: %s", cause)
+            self.quarantine.count("repeated_abort", cause)
+        self._last_abort = cause
         kind = failure.failure
         if kind is Failure.ABORTABLE:
             try:
@@ -553,36 +563,19 @@ class Processor:
                 self._txn.produce(refused_output(self.rejected_topic, output, reason,
                                                  self.group_id))  # fmt: skip
                 continue
-            callback = (
-                self._on_delivery
-                if charged is None
-                else functools.partial(self._on_charged_delivery, partition, charged)
-            )
-            self._txn.produce(output, callback)
+            if charged is None:
+                self._txn.produce(output, self._on_delivery)
+                continue
+            output = output._replace(origin=charged)
+            try:
+                self._txn.produce(output, self._charges.callback(partition, charged, output.topic))
+            except KafkaException as exc:  # e.g. its topic is known to be gone
+                if not self._charges.refused_at_produce(partition, output, exc):
+                    raise
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None and refusal(err, msg.topic(), self._owned) is not None:
             log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
-
-    def _on_charged_delivery(self, partition: int, origin: str, err: Any, msg: Any) -> None:
-        if err is not None:
-            reason = refusal(err, msg.topic(), self._owned)
-            if reason is not None:
-                self._refusals.append((partition, origin, reason))
-
-    def _take_out_refused(self) -> None:
-        """Step (2), once flushed: records the broker refused abort this transaction, and
-        their origins are quarantined so the replay takes them out and commits the rest."""
-        if not self._refusals:
-            return
-        refusals, self._refusals = self._refusals, []
-        for partition, origin, reason in refusals:
-            self.quarantine.add(partition, origin, reason, "record_refused")
-        partition, origin, reason = refusals[0]
-        raise TransactionFailed(
-            Failure.ABORTABLE,
-            f"{len(refusals)} record(s) refused, taken out on replay: {origin}: {reason}",
-        )
 
     def _hold(self, msg: Any, until_us: int) -> None:
         """Pause the record's partition and rewind to it until ``until_us``."""

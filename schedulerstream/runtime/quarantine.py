@@ -55,6 +55,34 @@ def refusal(err: KafkaError, topic: str, owned: frozenset[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One record the broker refused: whose it was (task partition, origin) and why."""
+
+    partition: int
+    origin: str
+    reason: str
+    topic: str
+    topic_partition: int
+    size: int
+    code: int
+
+
+def culprits(refusals: list[Refusal]) -> list[Refusal]:
+    """The refusals to charge to their origins. A missing or forbidden topic fails every
+    record sent to it. A size error fails the whole batch the broker was sent, small records
+    beside the large one included: only the largest record of each topic partition is
+    charged (if another is too large too, the replay fails on it and charges it next)."""
+    charged = [r for r in refusals if r.code not in RECORD_CODES]
+    largest: dict[tuple[str, int], Refusal] = {}
+    for r in refusals:
+        if r.code in RECORD_CODES:
+            where = (r.topic, r.topic_partition)
+            if where not in largest or r.size > largest[where].size:
+                largest[where] = r
+    return charged + list(largest.values())
+
+
 @dataclass(slots=True)
 class Entry:
     reason: str
@@ -112,6 +140,12 @@ class Quarantine:
         for key, entry in list(self._entries.items()):
             if entry.consulted or entry.since < horizon:
                 del self._entries[key]
+
+    def aborted(self) -> None:
+        """The open transaction was aborted: what it took out is replayed, so every origin
+        is taken out again (until a commit holds it)."""
+        for entry in self._entries.values():
+            entry.consulted = False
 
     def forget(self, partition: int) -> None:
         """The partition moved away: its next owner learns of its refusals by itself."""

@@ -17,6 +17,7 @@ from schedulerstream.runtime.watchdog import Watchdog
 log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[Any, Any], None]
+FLUSH_SLICE_S = 0.1
 
 # Errors after which this producer (or its group membership) can no longer be trusted.
 FATAL_CODES = frozenset(
@@ -168,10 +169,18 @@ class TransactionalProducer:
         if self._producer is not None:
             self._producer.poll(0)
 
-    def flush(self) -> None:
-        """Wait for every record of the transaction to be acknowledged (step 1)."""
+    def flush(self, check: Callable[[], None] | None = None) -> None:
+        """Wait for every record of the transaction to be acknowledged; ``check`` is called
+        between short waits and may end the wait by raising (a transaction known to fail)."""
+        deadline = time.monotonic() + self.timeout_s
         with self._watchdog.guard("flush", self.hung_after_s):
-            remaining = self.producer.flush(self.timeout_s)
+            while True:
+                left = deadline - time.monotonic()
+                remaining = self.producer.flush(max(0.0, min(FLUSH_SLICE_S, left)))
+                if not remaining or left <= 0:
+                    break
+                if check is not None:
+                    check()
         if remaining:
             raise TransactionFailed(Failure.ABORTABLE, f"{remaining} records unacknowledged")
 
