@@ -45,6 +45,7 @@ SCHEDULER_COUNTERS = {
     "stale_versions": ("stale_versions", "Schedule records ignored for an older version."),
     "duplicate_requests": ("duplicate_requests", "Trigger requests seen before."),
     "rejected": ("scheduler_rejected", "Schedule and command records refused."),
+    "quarantined": ("jobs_quarantined", "Jobs paused because a run record could not be written."),
 }
 DISPATCHER_COUNTERS = {
     "accepted": ("runs_accepted", "Runs accepted into a tenant queue."),
@@ -107,6 +108,15 @@ class RuntimeCollector(Collector):
         for (topic, partition), behind in sorted(dict(p.lag).items()):
             lag.add_metric([label, topic, str(partition)], float(behind))
         yield lag
+        isolated = CounterMetricFamily(
+            P + "isolated_failures",
+            "Failures kept to one run, job or record (by kind: record_refused, "
+            "record_too_large, kafka_target, worker_offer, record_dropped, repeated_abort).",
+            labels=["processor", "kind"],
+        )
+        for kind, count in sorted(dict(p.quarantine.counts).items()):
+            isolated.add_metric([label, kind], float(count))
+        yield isolated
         states = Counter(task.state.value for task in list(p.tasks.values()))
         tasks = GaugeMetricFamily(P + "tasks", "Tasks by state.", labels=["processor", "state"])
         for state, count in sorted(states.items()):

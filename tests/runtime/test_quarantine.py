@@ -1,0 +1,114 @@
+"""Failure domains without a broker: which refusals are charged to which origin, how long a
+quarantined origin is taken out, and the per-record size rules."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from schedulerstream.errors import ValidationError
+from schedulerstream.limits import RecordLimits
+from schedulerstream.runtime.charges import Charges
+from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
+from schedulerstream.runtime.transaction import TransactionFailed
+
+OWNED = frozenset({"cron.runs", "cron.attempts"})
+SIZE = KafkaError.MSG_SIZE_TOO_LARGE
+UNKNOWN = KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_a_size_error_is_the_records_on_any_topic_a_missing_topic_only_on_foreign_ones() -> None:
+    too_big = KafkaError(SIZE, "Message size too large")
+    gone = KafkaError(UNKNOWN, "Unknown topic or partition")
+    assert "MSG_SIZE_TOO_LARGE" in (refusal(too_big, "cron.runs", OWNED) or "")
+    assert refusal(gone, "cron.runs", OWNED) is None  # our own topic gone: an outage
+    assert "'orders'" in (refusal(gone, "orders", OWNED) or "")
+    assert refusal(KafkaError(KafkaError._MSG_TIMED_OUT), "orders", OWNED) is None
+
+
+def test_only_the_largest_record_of_a_batch_is_blamed_for_its_size() -> None:
+    def r(origin: str, size: int, partition: int = 0, code: int = SIZE) -> Refusal:
+        return Refusal(0, origin, "why", "cron.runs", partition, size, code)
+
+    refused = [r("small", 100), r("huge", 1_200_000), r("other", 900, partition=1)]
+    refused.append(Refusal(0, "target", "gone", "orders", 0, 10, UNKNOWN))
+    assert sorted(x.origin for x in culprits(refused)) == ["huge", "other", "target"]
+
+
+def test_a_quarantined_origin_is_taken_out_until_a_commit_holds_it() -> None:
+    clock = [100.0]
+    q = Quarantine(lambda: clock[0])
+    q.add(3, "acme/job", "too large", "record_refused")
+    assert q.reason(2, "acme/job") is None  # another partition's
+    assert q.reason(3, "acme/job") == "too large"
+    q.aborted()  # the replay that took it out was aborted: it is taken out again
+    q.committed()
+    assert q.reason(3, "acme/job") == "too large"
+    q.committed()  # consulted in a committed transaction: settled
+    assert q.reason(3, "acme/job") is None
+    q.add(3, "never/asked", "gone", "record_refused")
+    clock[0] += 601
+    q.committed()
+    assert q.reason(3, "never/asked") is None
+    assert q.counts["record_refused"] == 2
+
+
+def test_charges_blame_the_refused_record_and_a_topic_found_gone() -> None:
+    q = Quarantine()
+    missing = {"deleted"}
+    charges = Charges(OWNED, q, lambda t: "gone" if t in missing else None)
+    ok = charges.callback(0, "acme/a@1#1", "orders")
+    bad = charges.callback(1, "acme/b@1#1", "deleted")
+    charges.callback(1, "acme/c@1", "cron.runs")  # owned: never looked up
+    ok(None, None)
+    charges.start_flush()
+    charges.check()  # nothing refused, not stalled yet
+    assert charges.aborted() == "1 record(s) for a topic that is gone"
+    assert q.reason(1, "acme/b@1#1") == "gone" and q.reason(0, "acme/a@1#1") is None
+    del bad
+
+    class Msg:
+        def topic(self) -> str:
+            return "orders"
+
+        def partition(self) -> int:
+            return 0
+
+        def key(self) -> bytes:
+            return b"k"
+
+        def value(self) -> bytes:
+            return b"v" * 10
+
+    charges.callback(2, "acme/d@1#1", "orders")(KafkaError(UNKNOWN), Msg())
+    with pytest.raises(TransactionFailed, match="acme/d@1#1"):
+        charges.check()
+    assert q.reason(2, "acme/d@1#1") is not None
+
+
+def test_a_record_refused_at_produce_is_charged_only_for_its_own_fault() -> None:
+    q = Quarantine()
+    charges = Charges(OWNED, q, lambda t: None)
+    out = Output("orders", b"k", b"v", None, None, "acme/e@1#2")
+    unknown = KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+    assert charges.refused_at_produce(0, out, unknown)
+    state = KafkaException(KafkaError(KafkaError._STATE))
+    assert not charges.refused_at_produce(0, out, state)
+    assert "acme/e@1#2" in charges.aborted()
+
+
+def test_record_limits_name_the_field_and_the_setting() -> None:
+    limits = RecordLimits(max_payload_bytes=1000, max_record_bytes=100_000)
+    limits.check("a/b", 5000, 1000)
+    with pytest.raises(ValidationError) as payload:
+        limits.check("a/b", 5000, 1001)
+    assert payload.value.field == "payload" and "1,000" in payload.value.message
+    assert "SCHEDULERSTREAM_MAX_PAYLOAD_BYTES" in payload.value.message
+    with pytest.raises(ValidationError) as whole:
+        limits.check("a/b", 60_000, 10)
+    assert whole.value.field == "definition" and "SCHEDULERSTREAM_MAX_RECORD_BYTES" in str(
+        whole.value
+    )
+    # the defaults let a payload at the limit through with the rest of a definition
+    RecordLimits().check("a/b", 262_144 + 8_000, 262_144)
