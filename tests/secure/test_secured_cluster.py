@@ -18,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from schedulerstream.kafka import acls, topics
 from schedulerstream.kafka.access import check_access
-from schedulerstream.kafka.clients import consumer_config, producer_config
+from schedulerstream.kafka.clients import base_config, consumer_config, producer_config
+from schedulerstream.kafka.reader import read_topic
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin
 from tests.api.helpers import ApiProcess, auth
@@ -30,6 +32,7 @@ from tests.secure.conftest import SecureCluster, cli
 from tests.support.procs import ProcessorProcess, settings_env
 from tests.targets.helpers import expected_signature
 from tests.targets.procs import ReceiverProcess
+from tests.worker.support import WorkerProcess
 
 pytestmark = pytest.mark.kafka
 
@@ -92,7 +95,8 @@ def test_pipeline_with_every_component_as_its_own_principal(
     secure_cluster: SecureCluster, prefix: str, tmp_path: Path
 ) -> None:
     """put a job → run → signed webhook → read model → API, each component authenticating as
-    its own SCRAM user over TLS with only the ACLs of ``acls plan``."""
+    its own SCRAM user over TLS with only the ACLs of ``acls plan``; then a worker pool, and a
+    Kafka target the dispatcher may write once granted (``acls apply --target-topic``)."""
     admin = secure_cluster.settings(prefix, tmp_path)
     topics.apply(admin)
     _apply_all(secure_cluster, admin)
@@ -102,6 +106,7 @@ def test_pipeline_with_every_component_as_its_own_principal(
         return secure_cluster.settings(prefix, tmp_path, user)
 
     receiver = ReceiverProcess().start()
+    worker: WorkerProcess | None = None
     procs: list[ProcessorProcess] = [
         ProcessorProcess(as_user("scheduler"), "scheduler", "s1", tmp_path),
         ProcessorProcess(
@@ -119,27 +124,60 @@ def test_pipeline_with_every_component_as_its_own_principal(
         api.wait_ready()
         for proc in procs[:-1]:
             proc.wait_for_log("running: restored", count=2)  # every task running
-        at = datetime.now(UTC) + timedelta(seconds=3)  # fired by the scheduler's own timer
-        body = {
-            "schedule": {"at": at.isoformat()},
-            "target": {"type": "http", "url": receiver.url("/ok"), "secret": SECRET},
-            "payload": {"secured": True},
-        }
-        put = httpx.put(f"{api.url}/v1/jobs/nightly", json=body, headers=auth(key), timeout=10)
-        assert put.status_code == 200, put.text
+
+        def put_soon(job_id: str, target: dict[str, Any], payload: Any = None) -> None:
+            at = datetime.now(UTC) + timedelta(seconds=2)  # fired by the scheduler's own timer
+            body = {"schedule": {"at": at.isoformat()}, "target": target, "payload": payload}
+            answer = httpx.put(f"{api.url}/v1/jobs/{job_id}", json=body, headers=auth(key),
+                               timeout=10)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+
+        def runs_of(job_id: str) -> list[dict[str, Any]]:
+            answer = httpx.get(f"{api.url}/v1/jobs/{job_id}/runs", headers=auth(key), timeout=10)
+            return list(answer.json()["items"]) if answer.status_code == 200 else []
+
+        def succeeded(job_id: str) -> bool:
+            return [run["status"] for run in runs_of(job_id)] == ["succeeded"]
+
+        # a signed webhook
+        target = {"type": "http", "url": receiver.url("/ok"), "secret": SECRET}
+        put_soon("nightly", target, {"secured": True})
         request = _wait(lambda: receiver.requests(), 60, "the webhook")[0]
         headers, sent = request["headers"], base64.b64decode(request["body_b64"])
         assert headers["webhook-signature"] == expected_signature(
             SECRET, headers["webhook-id"], headers["webhook-timestamp"], sent
         )
         assert json.loads(sent)["payload"] == {"secured": True}
+        _wait(lambda: succeeded("nightly"), 60, "the run succeeded in the read model, via the API")
 
-        def succeeded() -> bool:
-            answer = httpx.get(f"{api.url}/v1/jobs/nightly/runs", headers=auth(key), timeout=10)
-            runs = answer.json()["items"] if answer.status_code == 200 else []
-            return [run["status"] for run in runs] == ["succeeded"]
+        # a worker pool: the dispatcher creates work.email, a worker as User:worker runs it
+        worker = WorkerProcess(as_user("worker"), "w1", tmp_path, pool="email").start()
+        put_soon("mailer", {"type": "worker", "pool": "email"}, {})
+        _wait(lambda: succeeded("mailer"), 60, "the worker's run succeeded")
+        assert worker.stop() == 0, worker.log()[-3000:]
 
-        _wait(succeeded, 60, "the run succeeded in the read model, through the API")
+        # a Kafka target: refused until the dispatcher is granted Write on it (acls apply)
+        out = f"{prefix}exports"
+        admin_client = AdminClient(base_config(admin))
+        admin_client.create_topics([NewTopic(out, 1, 1)])[out].result(10)
+        put_soon("exporter", {"type": "kafka", "topic": out}, {"n": 1})
+
+        def refused() -> bool:
+            runs = runs_of("exporter")
+            if not runs:
+                return False
+            detail = httpx.get(f"{api.url}/v1/runs/{runs[0]['run_id']}", headers=auth(key),
+                               timeout=10).json()  # fmt: skip
+            return any(out in (a["reason"] or "") for a in detail["attempts"])
+
+        _wait(refused, 60, "an attempt refused, naming the target topic")
+        granted = cli(settings_env(admin), "acls", "apply", "--component", "dispatcher",
+                      "--target-topic", out)  # fmt: skip
+        assert granted.returncode == 0, granted.stderr
+        _wait(lambda: succeeded("exporter"), 90, "the retry after the grant succeeded")
+        [record] = list(read_topic(admin, out, idle_timeout=1.0))
+        assert json.loads(record.value())["payload"] == {"n": 1}
+
         # a scheduler with an empty store restores its changelog (no group ACL for that)
         assert procs[0].stop() == 0, procs[0].log()[-3000:]
         procs[0] = ProcessorProcess(as_user("scheduler"), "scheduler", "s2", tmp_path,
@@ -148,12 +186,13 @@ def test_pipeline_with_every_component_as_its_own_principal(
         assert re.search(r"running: restored [1-9]\d* records \(cold\)", procs[0].log())
         for proc in procs:
             assert proc.alive(), proc.log()[-3000:]
-            assert "AUTHORIZATION_FAILED" not in proc.log(), proc.log()[-3000:]
             assert "uthentication failed" not in proc.log(), proc.log()[-3000:]
     finally:
         for proc in reversed(procs):
             if proc.alive():
                 exits[proc.component] = proc.stop()
+        if worker is not None and worker.process is not None and worker.process.poll() is None:
+            worker.stop()
         receiver.stop()
     assert set(exits.values()) == {0}, exits  # each stopped cleanly on SIGTERM
 
