@@ -125,14 +125,17 @@ def _check_pause(fields: dict[str, Any]) -> None:
 
 
 def pause_job_command(
-    codec: Codec, job_key: str, job_version: int, reason: str, issued_at_us: int
-) -> bytes:
+    codec: Codec, job_key: str, job_version: int, reason: str, issued_at_us: int,
+    run_id: str | None = None, last_attempt_json: str | None = None,
+) -> bytes:  # fmt: skip
     """The cron.commands value asking the scheduler to pause ``job_key`` at ``job_version``
-    (the reason is cut to what a paused definition keeps)."""
+    (the reason is cut to what a paused definition keeps); ``run_id`` and its last attempt
+    go into the job's "paused" notification."""
     tenant, job_id = split_job_key(job_key)
     if len(reason) > MAX_PAUSED_REASON:
         reason = reason[: MAX_PAUSED_REASON - 1] + "…"
-    pause = {"job_version": job_version, "reason": reason}
+    pause = {"job_version": job_version, "reason": reason, "run_id": run_id,
+             "last_attempt_json": last_attempt_json}  # fmt: skip
     return codec.encode(
         "Command",
         {

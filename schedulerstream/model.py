@@ -38,6 +38,8 @@ _RESERVED_HEADERS = ("webhook-", "content-length", "host")
 MAX_PAUSED_REASON = 1000
 MAX_CRON_EXPRESSIONS = 20
 MAX_EXCLUDED_DATES = 1000
+MAX_PAUSE_AFTER_FAILURES = 10_000
+NOTIFY_EVENTS = ("dead_lettered", "paused")
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -249,6 +251,20 @@ class WorkerTarget(_Strict):
 Target = Annotated[HttpTarget | KafkaTarget | SqsTarget | WorkerTarget, Field(discriminator="type")]
 
 
+class NotifySpec(_Strict):
+    """Where a job's notifications go: ``on`` names the events, ``target`` is any target."""
+
+    on: Annotated[list[Literal["dead_lettered", "paused"]], Field(min_length=1, max_length=2)]
+    target: Target
+
+    @field_validator("on")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"names an event twice: {value}")
+        return value
+
+
 class RetryPolicy(_Strict):
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
     initial_backoff: Duration = 1.0
@@ -275,6 +291,8 @@ class JobDefinition(_Strict):
     timeout: Annotated[Duration, Field(gt=0)] = 30.0
     delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
     paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = None
+    pause_after_failures: Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES)] | None = None
+    notify: NotifySpec | None = None
 
     @model_validator(mode="after")
     def _reason_only_when_paused(self) -> JobDefinition:
@@ -331,6 +349,13 @@ class JobDefinition(_Strict):
             "timeout_us": to_us(self.timeout),
             "delivery": self.delivery,
             "paused_reason": self.paused_reason,
+            "pause_after_failures": self.pause_after_failures,
+            "notify": None
+            if self.notify is None
+            else (
+                _NS + "NotifySpec",
+                {"on": list(self.notify.on), "target": _target_to_avro(self.notify.target)},
+            ),
         }
 
     @classmethod
@@ -375,12 +400,23 @@ class JobDefinition(_Strict):
                 "timeout": record["timeout_us"] / 1e6,
                 "delivery": record["delivery"],
                 "paused_reason": record.get("paused_reason"),
+                "pause_after_failures": record.get("pause_after_failures"),
+                "notify": notify_from_avro(record.get("notify")),
             }
         )
 
 
 def _opt_from_us(value: int | None) -> datetime | None:
     return None if value is None else from_us(value)
+
+
+def notify_from_avro(value: Any) -> dict[str, Any] | None:
+    """``notify`` of a decoded record as the ``NotifySpec`` model's input (None: none)."""
+    if isinstance(value, tuple):  # the codec names the record of a union branch
+        value = value[1]
+    if value is None:
+        return None
+    return {"on": list(value["on"]), "target": target_from_avro(value["target"])}
 
 
 def _excluded_from_avro(item: dict[str, str]) -> str | dict[str, str]:

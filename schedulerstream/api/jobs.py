@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Response
 from pydantic import ValidationError as PydanticValidationError
@@ -135,7 +135,7 @@ def _set_paused(
         return WriteResult(job_id=job_id, version=view.version, paused=paused)
     if view.full is not None:
         job = view.full
-    elif view.definition.get("target", {}).get("secret") == REDACTED:
+    elif _redacted(view.definition):
         raise ApiError(
             409,
             "this job's webhook secret is not kept by the API; PUT the full definition "
@@ -224,9 +224,21 @@ def stored_definition(definition: dict[str, object]) -> JobDefinition:
         ) from None
 
 
+def _redacted(definition: dict[str, Any]) -> bool:
+    """Whether a webhook secret of the definition (target, notify's target) is redacted."""
+    notify = definition.get("notify") or {}
+    targets = (definition.get("target") or {}, notify.get("target") or {})
+    return any(target.get("secret") == REDACTED for target in targets)
+
+
 def _without_secret(definition: dict[str, object]) -> dict[str, object]:
-    """The definition with a redacted secret dropped (only the schedule is needed)."""
+    """The definition with redacted secrets dropped (only the schedule is needed)."""
+    found = dict(definition)
     target = definition.get("target")
     if isinstance(target, dict) and target.get("secret") == REDACTED:
-        return {**definition, "target": {**target, "secret": None}}
-    return definition
+        found["target"] = {**target, "secret": None}
+    notify = definition.get("notify")
+    hook = notify.get("target") if isinstance(notify, dict) else None
+    if isinstance(notify, dict) and isinstance(hook, dict) and hook.get("secret") == REDACTED:
+        found["notify"] = {**notify, "target": {**hook, "secret": None}}
+    return found

@@ -17,10 +17,12 @@ NEXT_FIRES = 3
 
 
 def public_definition(job: JobDefinition) -> dict[str, Any]:
-    """The definition as JSON with the webhook secret redacted (as the read model keeps it)."""
+    """The definition as JSON with the webhook secrets (target, notify's target) redacted (as
+    the read model keeps it)."""
     data: dict[str, Any] = job.model_dump(mode="json")
-    if data["target"].get("secret") is not None:
-        data["target"]["secret"] = REDACTED
+    for target in (data["target"], (data.get("notify") or {}).get("target") or {}):
+        if target.get("secret") is not None:
+            target["secret"] = REDACTED
     return data
 
 

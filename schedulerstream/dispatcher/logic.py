@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from schedulerstream import notices
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.aftermath import after_finish
 from schedulerstream.dispatcher.backoff import backoff_us, tier_for
 from schedulerstream.dispatcher.events import EventWriter, Output
 from schedulerstream.dispatcher.fairness import DeficitRing
@@ -180,10 +182,14 @@ class DispatchLogic:
             reason = f"target gone: {outcome.reason}"
             if seen is None or rk.decode_json(seen)["version"] < run.job_version:
                 # The scheduler pauses the job if it is still at this version (one ask each).
+                last = notices.last_attempt(run.attempt, "failed", outcome.status_code,
+                                            outcome.reason, now_us)  # fmt: skip
                 pause = pause_job_command(self.codec, run.job_key, run.job_version,
-                                          f"{reason} (run {run.run_id})", now_us)  # fmt: skip
+                                          f"{reason} (run {run.run_id})", now_us, run.run_id,
+                                          rk.encode_json(last).decode())  # fmt: skip
                 out.produce(self.topics.commands, run.job_key.encode(), pause, partition)
-            self._finish(store, out, partition, run, "failed", now_us, reason, **extra)
+            self._finish(store, out, partition, run, "failed", now_us, reason, counts=False,
+                         **extra)  # fmt: skip
             return True
         kind = outcome.kind if outcome.kind in UNKNOWN_OUTCOMES else "failed"
         unknown = kind in UNKNOWN_OUTCOMES and self.spec(run).delivery == "at_most_once"
@@ -192,7 +198,8 @@ class DispatchLogic:
             return True
         run.last_error = outcome.reason
         self.events.emit(out, partition, run, kind, now_us, reason=outcome.reason, **extra)
-        self._retry(store, out, partition, run, now_us, outcome.retry_after_s)
+        self._retry(store, out, partition, run, now_us, outcome.retry_after_s,
+                    (kind, outcome.status_code))  # fmt: skip
         return True
 
     def on_tick(self, store: StateStore, out: Output, partition: int,
@@ -252,6 +259,8 @@ class DispatchLogic:
                 return
             self._unindex(store, old)
         job_key, spec = self.specs.read(rec["job_definition"])  # validates (else: rejected)
+        if rec["trigger"] == notices.NOTIFICATION:
+            spec = spec.notice()  # the job's notify target (the scheduler's "paused" notice)
         run = RunRecord(
             run_id=rec["run_id"], tenant=rec["tenant"], job_id=rec["job_id"],
             scheduled_at_us=rec["scheduled_at_us"], not_before_us=rec["not_before_us"],
@@ -373,8 +382,8 @@ class DispatchLogic:
         """The job's other runs that started and have not finished."""
         others = []
         for other_id in index.active(run.job_key):
-            if other_id == run.run_id:
-                continue
+            if other_id == run.run_id or notices.is_notification(other_id):
+                continue  # a notification neither waits for nor blocks the job's runs
             other = self.load(store, other_id)
             if other is not None and other.status not in rk.TERMINAL:
                 others.append(other)
@@ -386,6 +395,8 @@ class DispatchLogic:
                              index: PartitionIndex, run: RunRecord, qkey: bytes, now_us: int,
                              actions: list[Action]) -> bool:  # fmt: skip
         """Gone targets and the overlap policy; False when the run was consumed instead."""
+        if run.trigger == notices.NOTIFICATION:
+            return True  # it goes to the notify target, whatever the job's target does
         gone_raw = store.get(rk.gone_key(run.job_key))
         if gone_raw is not None and rk.decode_json(gone_raw)["version"] >= run.job_version:
             store.delete(qkey, logged=False)
@@ -431,14 +442,17 @@ class DispatchLogic:
         return Start(partition, run.tenant, delivery, spec.target, host)
 
     def _retry(self, store: StateStore, out: Output, partition: int, run: RunRecord,
-               now_us: int, retry_after_s: float | None) -> None:  # fmt: skip
+               now_us: int, retry_after_s: float | None,
+               last: tuple[str, int | None] = ("failed", None)) -> None:  # fmt: skip
+        """Retry ``run`` after its attempt ended as ``last`` (kind, status code), or dead-letter
+        it when its policy allows no more."""
         policy = self.spec(run).retry_policy
         if run.attempt >= policy.max_attempts:
-            self._dead_letter(store, out, partition, run, now_us, f"{run.attempt} attempts")
+            self._dead_letter(store, out, partition, run, now_us, f"{run.attempt} attempts", last)
             return
         retry_at = now_us + backoff_us(policy, run.run_id, run.attempt, retry_after_s)
         if retry_at > run.accepted_at_us + round(policy.max_age * 1e6):
-            self._dead_letter(store, out, partition, run, now_us, "max_age exceeded")
+            self._dead_letter(store, out, partition, run, now_us, "max_age exceeded", last)
             return
         value = self.events.emit(out, partition, run, "retry_scheduled", now_us,
                                  reason=run.last_error, retry_at_us=retry_at)  # fmt: skip
@@ -451,9 +465,11 @@ class DispatchLogic:
         self.save(store, run)
 
     def _dead_letter(self, store: StateStore, out: Output, partition: int, run: RunRecord,
-                     now_us: int, why: str) -> None:  # fmt: skip
+                     now_us: int, why: str,
+                     last: tuple[str, int | None] = ("failed", None)) -> None:  # fmt: skip
         reason = f"{why}; last error: {run.last_error}"
-        self._finish(store, out, partition, run, "dead_lettered", now_us, reason)
+        self._finish(store, out, partition, run, "dead_lettered", now_us, reason,
+                     status_code=last[1], last_kind=last[0])  # fmt: skip
 
     def _cancel(self, store: StateStore, out: Output, partition: int, run: RunRecord,
                 reason: str, now_us: int) -> list[Action]:  # fmt: skip
@@ -466,10 +482,23 @@ class DispatchLogic:
 
     def _finish(self, store: StateStore, out: Output, partition: int, run: RunRecord,
                 kind: str, now_us: int, reason: str | None, *, status_code: int | None = None,
-                duration_us: int | None = None) -> None:  # fmt: skip
-        """A terminal event; the run leaves the job's active set, freeing a buffered run."""
-        self.events.emit(out, partition, run, kind, now_us, reason=reason,
-                         status_code=status_code, duration_us=duration_us)  # fmt: skip
+                duration_us: int | None = None, last_kind: str | None = None,
+                counts: bool = True) -> None:  # fmt: skip
+        """A terminal event; the run leaves the job's active set, freeing a buffered run. Its
+        aftermath (``aftermath``): a pause after N failed runs, a dead letter's notification."""
+        if kind != "dead_lettered":  # a dead letter's status code is its last attempt's
+            self.events.emit(out, partition, run, kind, now_us, reason=reason,
+                             status_code=status_code, duration_us=duration_us)  # fmt: skip
+        else:
+            self.events.emit(out, partition, run, kind, now_us, reason=reason)
+        spec = run.spec if run.spec is not None or not run.legacy_definition else self.spec(run)
+        after = after_finish(self.codec, store, run, spec, kind, reason, now_us,
+                             status_code=status_code, last_kind=last_kind,
+                             counts=counts)  # fmt: skip
+        if after.pause is not None:
+            out.produce(self.topics.commands, run.job_key.encode(), after.pause, partition)
+        if after.notice is not None:
+            self._admit(store, out, partition, after.notice, now_us)
         store.delete(rk.active_key(run.job_key, run.run_id), logged=False)
         index = self._index_of(partition)
         index.deactivate(run.job_key, run.run_id)
@@ -487,6 +516,16 @@ class DispatchLogic:
         elif not self._active_others(store, index, waiting):
             store.delete(rk.buffer_key(run.job_key))
             self._enqueue(store, partition, waiting, now_us)
+
+    def _admit(self, store: StateStore, out: Output, partition: int, run: RunRecord,
+               now_us: int) -> None:  # fmt: skip
+        """Queue a run made here (a notification): once per id, like a RunTriggered."""
+        if self.load(store, run.run_id) is not None:
+            self.counters.duplicates += 1
+            return
+        self.counters.accepted += 1
+        self.events.emit(out, partition, run, "accepted", now_us)
+        self._enqueue(store, partition, run, run.not_before_us)
 
     def _unindex(self, store: StateStore, run: RunRecord) -> None:
         """Remove ``run`` from its tenant queue and the job's buffer slot (the in-memory queue

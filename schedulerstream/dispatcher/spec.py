@@ -1,8 +1,9 @@
 """DispatchSpec: the part of a job definition the dispatcher acts on, taken once per run.
 
 A run carries the whole definition snapshot (the scheduler validated all of it). The
-dispatcher validates and keeps only what it uses (target, timeout, overlap, delivery, retry),
-so a run record stays small and a start needs no decoding of the snapshot.
+dispatcher validates and keeps only what it uses (target, timeout, overlap, delivery, retry,
+and the job's ``pause_after_failures`` and ``notify``), so a run record stays small and a start
+needs no decoding of the snapshot.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 from schedulerstream.codec import Codec
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.model import (
+    NOTIFY_EVENTS,
     HttpTarget,
     JobDefinition,
     KafkaTarget,
@@ -25,6 +27,7 @@ from schedulerstream.model import (
     SqsTarget,
     Target,
     WorkerTarget,
+    notify_from_avro,
     target_from_avro,
 )
 
@@ -36,32 +39,53 @@ _TARGET: TypeAdapter[TargetConfig] = TypeAdapter(Target)
 
 @dataclass(frozen=True, slots=True)
 class DispatchSpec:
-    """Target (as canonical JSON), timeout (s), overlap policy, delivery, retry policy."""
+    """Target (as canonical JSON), timeout (s), overlap policy, delivery, retry policy; the
+    job's ``pause_after_failures`` and its notify target (canonical JSON) and events."""
 
     target_json: str
     timeout: float
     overlap_policy: str
     delivery: str
     retry: tuple[int, float, float, float, float]  # max_attempts, initial, multiplier, max, age
+    pause_after_failures: int | None = None
+    notify_json: str | None = None
+    notify_on: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, job: JobDefinition) -> DispatchSpec:
         r = job.retry
+        notify = job.notify
         return cls(
-            json.dumps(job.target.model_dump(mode="json"), sort_keys=True, separators=(",", ":")),
+            _canonical(job.target.model_dump(mode="json")),
             job.timeout,
             job.overlap_policy,
             job.delivery,
             (r.max_attempts, r.initial_backoff, r.multiplier, r.max_backoff, r.max_age),
+            job.pause_after_failures,
+            None if notify is None else _canonical(notify.target.model_dump(mode="json")),
+            () if notify is None else tuple(notify.on),
         )
 
+    def notice(self) -> DispatchSpec:
+        """The spec of a notification run of this job: the notify target, overlap ``allow``
+        (it never waits for, replaces or blocks the job's runs), nothing of its own to notify."""
+        if self.notify_json is None:
+            raise SchedulerValidationError("notify", "the job has no notify target")
+        return DispatchSpec(self.notify_json, self.timeout, "allow", self.delivery, self.retry)
+
     def to_list(self) -> list[Any]:
-        return [self.target_json, self.timeout, self.overlap_policy, self.delivery, self.retry]
+        fields = [self.target_json, self.timeout, self.overlap_policy, self.delivery, self.retry]
+        if self.pause_after_failures is not None or self.notify_json is not None:
+            fields += [self.pause_after_failures, self.notify_json, list(self.notify_on)]
+        return fields
 
     @classmethod
     def from_list(cls, data: list[Any]) -> DispatchSpec:
-        target_json, timeout, overlap, delivery, retry = data
-        return cls(target_json, timeout, overlap, delivery, tuple(retry))
+        """The spec of ``to_list`` (a 5-field list of a record written before issue #16 too)."""
+        target_json, timeout, overlap, delivery, retry = data[:5]
+        pause_after, notify_json, notify_on = data[5:8] if len(data) >= 8 else (None, None, ())
+        return cls(target_json, timeout, overlap, delivery, tuple(retry), pause_after,
+                   notify_json, tuple(notify_on))  # fmt: skip
 
     @property
     def target(self) -> TargetConfig:
@@ -70,6 +94,10 @@ class DispatchSpec:
     @property
     def retry_policy(self) -> RetryPolicy:
         return retry_policy(self.retry)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @lru_cache(maxsize=16_384)
@@ -119,6 +147,10 @@ class SpecReader:
                 retry["max_age_us"] / 1e6,
             )
             retry_policy(fields)  # validates
+            notify = notify_from_avro(record.get("notify"))
+            notify_json = None if notify is None else _canonical(notify["target"])
+            if notify_json is not None:
+                target_config(notify_json)  # validates
         except PydanticValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "target"
@@ -130,11 +162,22 @@ class SpecReader:
             raise SchedulerValidationError("overlap_policy", repr(record["overlap_policy"]))
         if record["delivery"] not in DELIVERIES:
             raise SchedulerValidationError("delivery", repr(record["delivery"]))
+        pause_after = record.get("pause_after_failures")
+        if pause_after is not None and pause_after < 1:
+            raise SchedulerValidationError("pause_after_failures", f"must be >= 1 ({pause_after})")
+        notify_on = () if notify is None else tuple(notify["on"])
+        if not set(notify_on) <= set(NOTIFY_EVENTS):
+            raise SchedulerValidationError(
+                "notify.on", f"{list(notify_on)}: not in {NOTIFY_EVENTS}"
+            )
         spec = DispatchSpec(
             target_json,
             timeout,
             record["overlap_policy"],
             record["delivery"],
             fields,
+            pause_after,
+            notify_json,
+            notify_on,
         )
         return f"{record['tenant']}/{record['job_id']}", spec

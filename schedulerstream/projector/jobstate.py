@@ -15,10 +15,12 @@ REDACTED = "redacted"
 
 
 def public_definition(job: JobDefinition) -> dict[str, Any]:
-    """The job as users write it (JSON), with the webhook secret redacted."""
+    """The job as users write it (JSON), with the webhook secrets (target, notify's target)
+    redacted."""
     data: dict[str, Any] = job.model_dump(mode="json")
-    if data["target"].get("secret") is not None:
-        data["target"]["secret"] = REDACTED
+    for target in (data["target"], (data.get("notify") or {}).get("target") or {}):
+        if target.get("secret") is not None:
+            target["secret"] = REDACTED
     return data
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from schedulerstream.codec import Codec
 from schedulerstream.ingest import decode_schedule, job_key_from_record_key
 from schedulerstream.limits import RecordLimits
+from schedulerstream.notices import is_notification
 from schedulerstream.projector import keys
 from schedulerstream.projector.connect import encode_run_state
 from schedulerstream.projector.events import RunEvent
@@ -130,14 +131,18 @@ class Projection:
         self, store: Staged, runs: JobRuns, job_key: str, run: RunState,
         before: tuple[int, str] | None,
     ) -> None:  # fmt: skip
-        """Keep ``runs.last`` on the job's newest run (and its status)."""
+        """Keep ``runs.last`` on the job's newest run (and its status); a notification is no
+        run of the job's own target, so it is never the job's last run."""
+        if is_notification(run.run_id):
+            return
         order = list(run.order())
         if runs.last is None or order >= runs.last[:2]:
             runs.last = [*order, run.status()[0]]
         elif runs.last[1] == run.run_id and before is not None:  # the newest moved back
             newest = None
             for index_key, _ in store.prefix(keys.index_prefix(job_key)):
-                newest = keys.parse_index_key(index_key, job_key)
+                found = keys.parse_index_key(index_key, job_key)
+                newest = newest if is_notification(found[1]) else found
             if newest is not None:
                 raw = store.get(keys.run_key(newest[1]))
                 status = "pending" if raw is None else RunState.decode(raw).status()[0]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedulerstream.ids import INSTANT_FORMAT
+from schedulerstream.notices import NOTIFICATION
 from schedulerstream.readmodel import RunRow
 
 # within one attempt: rank and the status it means
@@ -70,7 +71,8 @@ DEFAULT_ERRORS = {"timed_out": "timed out", "lease_expired": "worker lease expir
 # where scheduled_at came from: a higher source wins
 FROM_EVENT_TIME, FROM_RUN_ID, FROM_ATTEMPT, FROM_RUNS_TOPIC = 0, 1, 2, 3
 _SUFFIX = re.compile(
-    r"^(?:(?P<instant>\d{8}T\d{6}Z)(?:~[A-Za-z0-9._:-]{1,128})?|manual-[A-Za-z0-9._:-]{1,128})$"
+    r"^(?:(?:(?P<instant>\d{8}T\d{6}Z)(?:~[A-Za-z0-9._:-]{1,128})?|manual-[A-Za-z0-9._:-]{1,128})"
+    r"(?:!dead_lettered)?|v\d{1,19}!paused)$"  # notifications (``notices``)
 )
 
 
@@ -90,6 +92,8 @@ def instant_of_run_id(run_id: str) -> int | None:
 
 def trigger_of_run_id(run_id: str) -> str:
     suffix = run_id.partition("@")[2]
+    if "!" in suffix:
+        return NOTIFICATION
     if suffix.startswith("manual-"):
         return "manual"
     return "backfill" if "~" in suffix else "scheduled"

@@ -23,6 +23,7 @@ from schedulerstream.ingest import (
 from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON
 from schedulerstream.scheduler import keys
+from schedulerstream.scheduler.pause_notice import paused_notice
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 from schedulerstream.scheduler.timers import (
@@ -281,6 +282,32 @@ class SchedulerLogic:
         out.produce(self.topics.schedules, job_key.encode(), value, partition)
         self.on_schedule(store, out, partition, job_key.encode(), value, now_us, now_us)
         self.counters.paused_by_command += 1
+        self._notify_paused(out, partition, record, fields.get("run_id"),
+                            fields.get("last_attempt_json"), now_us)  # fmt: skip
+
+    def _notify_paused(
+        self, out: Output, partition: int, record: dict[str, Any], run_id: str | None,
+        last_attempt_json: str | None, now_us: int,
+    ) -> None:  # fmt: skip
+        """The job's "paused" notification, if it asks for one (``pause_notice``); a notice
+        the broker refused (or too large) is a ``missed`` event of its own, nothing more."""
+        notice = paused_notice(self.codec, record, run_id, last_attempt_json, now_us)
+        if notice is None:
+            return
+        notice_id, value = notice
+        tenant, job_id = record["tenant"], record["job_id"]
+        reason = out.failed(notice_id)
+        if reason is None and len(value) + len(notice_id) > self.limits.max_record_bytes:
+            reason = f"its run record is {len(value):,} bytes, over the limit"
+        if reason is not None:
+            self._attempt(out, partition, notice_id, tenant, job_id, "missed", now_us, now_us,
+                          f"notification not emitted: {reason}", 1)  # fmt: skip
+            return
+        out.produce(self.topics.runs, notice_id.encode(), value, partition, origin=notice_id)
+        self.counters.runs_emitted += 1
+        self.counters.by_trigger["notification"] = (
+            self.counters.by_trigger.get("notification", 0) + 1
+        )
 
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
@@ -426,6 +453,7 @@ class SchedulerLogic:
             schedule_next(state, plan, _next_after)
             self.save(store, job_key, old, state)
             self.counters.quarantined += 1
+            self._notify_paused(out, partition, record, None, None, now_us)
 
     def _revoke(
         self, out: Output, partition: int, job_key: str, state: JobState, now_us: int,

@@ -29,6 +29,17 @@ CRON_JOB = JobDefinition.model_validate(
         "target": {"type": "kafka", "topic": "reports"},
     }
 )
+NOTIFY_JOB = JobDefinition.model_validate(
+    {
+        "tenant": "acme",
+        "job_id": "fragile",
+        "version": 3,
+        "schedule": {"cron": "*/5 * * * *"},
+        "target": {"type": "http", "url": "https://example.com/fragile"},
+        "pause_after_failures": 3,
+        "notify": {"on": ["dead_lettered", "paused"], "target": {"type": "worker", "pool": "ops"}},
+    }
+)
 T = 1_733_000_000_000_000
 
 
@@ -38,7 +49,7 @@ def sample_records(name: str) -> list[dict[str, Any]]:
         {**JOB.model_dump(), "target": {"type": "worker", "pool": "etl"}}
     )
     samples: dict[str, list[dict[str, Any]]] = {
-        "JobDefinition": [job, CRON_JOB.to_avro()],
+        "JobDefinition": [job, CRON_JOB.to_avro(), NOTIFY_JOB.to_avro()],
         "Command": [
             {
                 "tenant": "acme",
@@ -63,6 +74,20 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "job_id": "j",
                 "issued_at_us": T,
                 "command": ("io.schedulerstream.CancelRun", {"run_id": "acme/j@x", "reason": "r"}),
+            },
+            {
+                "tenant": "acme",
+                "job_id": "j",
+                "issued_at_us": T,
+                "command": (
+                    "io.schedulerstream.PauseJob",
+                    {
+                        "job_version": 4,
+                        "reason": "paused after 3 consecutive failed runs",
+                        "run_id": "acme/j@x",
+                        "last_attempt_json": '{"attempt": 1}',
+                    },
+                ),
             },
         ],
         "RunTriggered": [

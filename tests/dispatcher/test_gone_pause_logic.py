@@ -3,6 +3,7 @@ partition of cron.commands, in the outcome's transaction (the dispatcher logic b
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from schedulerstream.targets.base import Outcome
@@ -28,10 +29,14 @@ def test_a_410_produces_one_pause_job_per_version() -> None:
     assert (record["tenant"], record["job_id"], record["issued_at_us"]) == ("acme", "j1", h.now)
     kind, fields = record["command"]
     assert kind == "io.schedulerstream.PauseJob"
+    last = json.loads(fields.pop("last_attempt_json"))
     assert fields == {
         "job_version": 1,
         "reason": f"target gone: HTTP 410: removed (run {run_id(0)})",
+        "run_id": run_id(0),
     }
+    assert last == {"attempt": 1, "outcome": "failed", "status_code": 410,
+                    "error": "HTTP 410: removed", "at": "2026-01-01T00:00:00Z"}  # fmt: skip
     h.run(run_triggered(5, version=2))  # a resume or a new URL: a new version may be asked again
     assert len(h.tick()) == 1
     h.finish(run_id(5), GONE)

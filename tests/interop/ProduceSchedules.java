@@ -38,7 +38,7 @@ public class ProduceSchedules {
   static final String NS = "io.schedulerstream.";
   // The named types JobDefinition refers to, parsed (in this order) before it, by one parser.
   static final String[] REFERENCED = {
-    "DateRange", "ScheduleSpec", "HttpTarget", "KafkaTarget", "SqsTarget", "WorkerTarget", "RetryPolicy"
+    "DateRange", "ScheduleSpec", "HttpTarget", "KafkaTarget", "SqsTarget", "WorkerTarget", "RetryPolicy", "NotifySpec"
   };
 
   static Schema jobDefinitionSchema(File dir) throws Exception {
