@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 
-from schedulerstream.api import errors, jobs, runs, system, ui
+from schedulerstream.api import content, errors, jobs, runs, system, ui
 from schedulerstream.api.recent import RecentWrites
 from schedulerstream.api.state import ApiState, LockedReadModel, Metrics
 from schedulerstream.publish import Publisher
@@ -52,6 +52,7 @@ def create_app(
         version="1",
         description="A multi-tenant distributed cron scheduler on Apache Kafka.",
         lifespan=lifespan,
+        dependencies=[content.require_json_body],  # a 415 for a body not sent as JSON
     )
     app.state.api = state
     errors.install(app)
@@ -60,6 +61,7 @@ def create_app(
     app.include_router(system.router)
     app.include_router(ui.router)
     ui.install(app)
+    content.document(app)
 
     @app.middleware("http")
     async def count(

@@ -60,6 +60,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Run one projector: the read model (SQLite in the data dir, or PostgreSQL when "
         "SCHEDULERSTREAM_DATABASE_URL is set) and the cron.run-state topic.",
     ),
+    "receiver": (
+        "receiver_cmd",
+        "receiver",
+        "A local webhook receiver: prints every delivery and checks its signature.",
+    ),
     "runs": ("runs_cmd", "runs", "Inspect runs."),
     "scheduler": (
         "processors_cmd",
