@@ -95,6 +95,10 @@ class ProjectorTopology(Topology):
     def changelog_topic(self) -> str:
         return self._changelog
 
+    @property
+    def owned_topics(self) -> Sequence[str]:
+        return (self.run_state_topic,)
+
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         self.projection.restore_record(store, key, value)
 

@@ -44,7 +44,7 @@ class TargetTopics:
     broker refuses anyway (the topic deleted since) ``forget``s the topic."""
 
     def __init__(
-        self, lookup: Lookup, clock: Clock, known_s: float = 60.0, missing_s: float = 5.0
+        self, lookup: Lookup, clock: Clock, known_s: float = 60.0, missing_s: float = 1.0
     ) -> None:
         self._lookup = lookup
         self._clock = clock
