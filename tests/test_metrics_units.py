@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from schedulerstream.cli.dev_cmd import processor_metrics
 from schedulerstream.codec import default_codec
+from schedulerstream.histogram import Histogram
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
 from schedulerstream.observability.collectors import DispatcherCollector, QueueDepth
-from schedulerstream.observability.histogram import Histogram
 from schedulerstream.observability.lateness import TriggerLateness, instant_us
 from schedulerstream.runtime import Output
 

@@ -37,6 +37,7 @@ from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
 from schedulerstream.kafka import clients
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
@@ -44,7 +45,6 @@ from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
 from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
-from schedulerstream.observability.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore

@@ -20,7 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from schedulerstream.observability.histogram import Histogram
+from schedulerstream.histogram import Histogram
 from schedulerstream.runtime import Processor, TaskContext
 
 P = "schedulerstream_"

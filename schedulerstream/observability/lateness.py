@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from schedulerstream.codec import Codec
-from schedulerstream.observability.histogram import LATENESS_BUCKETS, Histogram
+from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 
 _CACHE_LIMIT = 4096
 _instants: dict[bytes, int] = {}

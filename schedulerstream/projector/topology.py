@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
+from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
-from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.projector import keys
 from schedulerstream.projector.batch import Batch, combine

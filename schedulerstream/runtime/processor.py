@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import FencedError, StateError
+from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.kafka import clients
-from schedulerstream.observability.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import Restorer, capture, topic_id
 from schedulerstream.runtime.charges import Charges, admin_lookup
