@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from schedulerstream.tenants.record import TenantLimits
+
 
 @dataclass(slots=True)
 class TokenBucket:
@@ -46,14 +48,6 @@ class TokenBucket:
 def burst_of(rate: float) -> float:
     """A bucket holds one second of its rate (at least one token)."""
     return max(1.0, rate)
-
-
-@dataclass(frozen=True, slots=True)
-class TenantLimits:
-    """One tenant's overrides of the process defaults (None: the default)."""
-
-    concurrency: int | None = None
-    rate_per_s: float | None = None
 
 
 class Limits:

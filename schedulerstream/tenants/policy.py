@@ -7,10 +7,9 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import TypeVar, overload
 
-from schedulerstream.dispatcher.limits import TenantLimits
 from schedulerstream.settings import Settings
 from schedulerstream.tenants.follower import Snapshot, TenantFollower
-from schedulerstream.tenants.record import TenantRecord
+from schedulerstream.tenants.record import TenantLimits, TenantRecord
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ out (ignored) so older readers survive additions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,3 +36,12 @@ class TenantRecord(BaseModel):
     def decode(cls, data: bytes) -> TenantRecord:
         """Raises pydantic's ValidationError on a malformed value."""
         return cls.model_validate_json(data)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """One tenant's overrides of the dispatcher's process defaults (None: the default), as
+    ``TenantPolicy.limits`` holds them and the dispatcher's ``Limits`` reads them."""
+
+    concurrency: int | None = None
+    rate_per_s: float | None = None

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pytest
 
 from schedulerstream.dispatcher.fairness import DeficitRing
-from schedulerstream.dispatcher.limits import Limits, TenantLimits
+from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.tenants.policy import LiveMapping, TenantPolicy
-from schedulerstream.tenants.record import TenantRecord
+from schedulerstream.tenants.record import TenantLimits, TenantRecord
 from tests.dispatcher.harness import T0, Harness, run_triggered
 
 SECOND = 1_000_000  # µs
