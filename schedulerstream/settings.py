@@ -9,8 +9,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schedulerstream import client_properties as kafka_properties
 from schedulerstream.errors import ConfigError
-from schedulerstream.kafka import properties as kafka_properties
 from schedulerstream.limits import RecordLimits
 
 ENV_PREFIX = "SCHEDULERSTREAM_"
@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=256 * 1024, ge=1, le=4 * 1024 * 1024)
     max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024, le=100 * 1024 * 1024)
     kafka_version: str = "4.1.1"
-    # Kafka client properties for every client (schedulerstream/kafka/properties.py): a Java
+    # Kafka client properties for every client (schedulerstream/client_properties.py): a Java
     # client.properties file, and SCHEDULERSTREAM_KAFKA_<PROPERTY> variables (read by
     # load_settings; never shown, not dumped: child processes read the same variables)
     kafka_config_file: Path | None = None

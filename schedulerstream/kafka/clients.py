@@ -2,7 +2,7 @@
 
 Every client the project creates takes its config from here, so the user's client properties
 (``settings.client_properties()``: SCHEDULERSTREAM_KAFKA_CONFIG_FILE and SCHEDULERSTREAM_KAFKA_*,
-schedulerstream/kafka/properties.py) reach all of them. They win over the defaults set here;
+schedulerstream/client_properties.py) reach all of them. They win over the defaults set here;
 the properties the runtime owns cannot be among them (refused when settings load).
 """
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from schedulerstream.client_properties import java_properties
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.errors import CodecError, ConnectError
 from schedulerstream.kafka.broker import _alive, _raise_open_file_limit
-from schedulerstream.kafka.properties import java_properties
 from schedulerstream.resources import pom, topologies_dir
 from schedulerstream.settings import Settings
 

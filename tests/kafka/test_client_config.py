@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from schedulerstream.client_properties import OWNED, parse_properties, property_name
 from schedulerstream.errors import ConfigError
 from schedulerstream.kafka import clients
 from schedulerstream.kafka.connect import ConnectJars, worker_properties
-from schedulerstream.kafka.properties import OWNED, parse_properties, property_name
 from schedulerstream.settings import Settings, load_settings
 
 SECRET = "s3cr3t-Pa55"

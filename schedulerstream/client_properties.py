@@ -3,7 +3,8 @@
 
 They reach every client the project creates (schedulerstream/kafka/clients.py), except the
 properties the runtime owns, which are refused with an error naming them. Values are never
-logged nor put in an error message: they may be passwords.
+logged nor put in an error message: they may be passwords. Pure parsing, no Kafka client:
+settings reads it, so it sits in the core rather than in ``kafka/`` (DESIGN.md §7).
 """
 
 from __future__ import annotations
