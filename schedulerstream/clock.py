@@ -38,10 +38,9 @@ class ManualClock:
         return self._mono
 
     def set_us(self, now_us: int) -> None:
-        if now_us < self._now_us:
-            self._mono += 0.0
-        else:
-            self._mono += (now_us - self._now_us) / 1e6
+        """Set the wall clock; the monotonic reading moves by a forward step only (a wall clock
+        set back leaves it where it is, as a real monotonic clock would)."""
+        self._mono += max(0, now_us - self._now_us) / 1e6
         self._now_us = now_us
 
     def advance(self, seconds: float) -> None:
