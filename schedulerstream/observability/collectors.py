@@ -44,7 +44,6 @@ SCHEDULER_COUNTERS = {
     "instants_missed": ("instants_missed", "Scheduled instants not run (misfire policy)."),
     "stale_versions": ("stale_versions", "Schedule records ignored for an older version."),
     "duplicate_requests": ("duplicate_requests", "Trigger requests seen before."),
-    "rejected": ("scheduler_rejected", "Schedule and command records refused."),
     "quarantined": ("jobs_quarantined", "Jobs paused because a run record could not be written."),
 }
 DISPATCHER_COUNTERS = {

@@ -78,7 +78,6 @@ class Counters:
     instants_missed: int = 0
     stale_versions: int = 0
     duplicate_requests: int = 0
-    rejected: int = 0
     paused_by_command: int = 0
     pauses_ignored: int = 0
     quarantined: int = 0  # jobs paused because a record of theirs could not be written
@@ -498,20 +497,6 @@ class SchedulerLogic:
             },
         )  # fmt: skip
         out.produce(self.topics.attempts, run_id.encode(), value, partition)
-
-    def rejected_value(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-        reason: str, now_us: int,
-    ) -> bytes:  # fmt: skip
-        self.counters.rejected += 1
-        return self.codec.encode(
-            "Rejected",
-            {
-                "topic": topic, "partition": partition, "offset": offset, "key": key,
-                "value": value, "reason": reason, "processor": "scheduler",
-                "rejected_at_us": now_us,
-            },
-        )  # fmt: skip
 
 
 def _next_after(schedule: Schedule, after_us: int) -> int | None:
