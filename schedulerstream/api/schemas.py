@@ -17,10 +17,12 @@ from pydantic import (
 
 from schedulerstream.errors import ValidationError
 from schedulerstream.model import (
+    MAX_PAUSE_AFTER_FAILURES,
     MAX_PAUSED_REASON,
     Duration,
     Identifier,
     JobDefinition,
+    NotifySpec,
     RetryPolicy,
     ScheduleSpec,
     Target,
@@ -68,6 +70,16 @@ class JobBody(_In):
     delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
     paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = Field(
         None, description="Why the job is paused (only with paused=true); resume clears it."
+    )
+    pause_after_failures: Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES)] | None = Field(
+        None,
+        description="Pause the job after this many consecutive runs ended dead-lettered, failed "
+        "or timed out for good (null: never); a success resets the count.",
+    )
+    notify: NotifySpec | None = Field(
+        None,
+        description="Send a notification run to a target of any kind when a run is "
+        'dead-lettered or the job is paused by the system: {"on": [...], "target": {...}}.',
     )
 
     @model_validator(mode="after")
