@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +19,14 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import FencedError, StateError
-from schedulerstream.histogram import DURATION_BUCKETS, Histogram
+from schedulerstream.histogram import Histogram
 from schedulerstream.kafka import clients
-from schedulerstream.runtime import faults
-from schedulerstream.runtime.changelog import Restorer, capture, topic_id
-from schedulerstream.runtime.charges import Charges, admin_lookup
-from schedulerstream.runtime.context import Output, TaskContext, refused_output, rejected_output
-from schedulerstream.runtime.quarantine import Quarantine, refusal
+from schedulerstream.runtime.changelog import Restorer, topic_id
+from schedulerstream.runtime.charges import admin_lookup
+from schedulerstream.runtime.committer import Committer
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.holds import Holds
+from schedulerstream.runtime.quarantine import Quarantine
 from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
@@ -35,7 +35,6 @@ from schedulerstream.runtime.transaction import (
     TransactionalProducer,
     TransactionFailed,
     classify,
-    kafka_error,
 )
 from schedulerstream.settings import Settings
 
@@ -83,19 +82,6 @@ class Processor:
             ),
             0,
         )  # fmt: skip
-        self.commit_seconds = Histogram(DURATION_BUCKETS)  # of the commits that succeeded
-        # origins whose records the broker refused: the replay takes them out (§8)
-        self.quarantine = Quarantine()
-        self._owned = frozenset(
-            (topology.changelog_topic, self.rejected_topic, *topology.owned_topics)
-        )
-        self._charges = Charges(
-            self._owned,
-            self.quarantine,
-            admin_lookup(lambda: AdminClient(clients.base_config(settings))),
-        )
-        self._max_record = settings.max_record_bytes
-        self._last_abort = ""
         self.lag: dict[tuple[str, int], int] = {}  # owned input partition → records behind
         # called on the loop thread every SAMPLE_INTERVAL_S with the RUNNING tasks' contexts
         self.samplers: list[Sampler] = []
@@ -115,7 +101,7 @@ class Processor:
         self._eager = strategy in ("range", "roundrobin")
         # A short transaction timeout bounds how long a crashed member's open transaction
         # blocks read_committed readers (and the restore of its successor).
-        self._txn = TransactionalProducer(
+        txn = TransactionalProducer(
             clients.transactional_producer_config(
                 settings,
                 self.transactional_id,
@@ -129,6 +115,18 @@ class Processor:
             ),
             timeout_s,
         )
+        self.committer = Committer(
+            txn,
+            topology,
+            rejected_topic=self.rejected_topic,
+            group_id=self.group_id,
+            max_record_bytes=settings.max_record_bytes,
+            metrics=self.metrics,
+            lookup=admin_lookup(lambda: AdminClient(clients.base_config(settings))),
+        )
+        self._txn = txn
+        self._max_record = settings.max_record_bytes
+        self._holds = Holds(self.clock)
         self._consumer: Consumer | None = None
         self._restorer: Restorer | None = None
         self._tasks: dict[int, Task] = {}
@@ -136,9 +134,7 @@ class Processor:
         self._assigned: set[tuple[str, int]] = set()
         self._awaiting: dict[int, float] = {}  # caught up, waiting to settle: retry time
         self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
-        self._held: dict[tuple[str, int], float] = {}  # paused by TaskContext.hold: resume at
         self._rebuilt: set[int] = set()  # rebuilt in place (on_rebuild), not running yet
-        self._dirty = False
         self._commit_requested = False  # by a task context: commit at the end of this step
         self._stopping = False
         self._started = False
@@ -150,6 +146,15 @@ class Processor:
     def tasks(self) -> dict[int, Task]:
         """The current tasks by partition (read only)."""
         return dict(self._tasks)
+
+    @property
+    def quarantine(self) -> Quarantine:
+        """Origins refused by the broker, and the isolated failures by kind."""
+        return self.committer.quarantine
+
+    @property
+    def commit_seconds(self) -> Histogram:
+        return self.committer.commit_seconds
 
     def running_partitions(self) -> list[int]:
         return sorted(p for p, t in self._tasks.items() if t.state is TaskState.RUNNING)
@@ -176,7 +181,7 @@ class Processor:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self._next_tick = now + self._tick_s
         self._next_commit = now + self._commit_s
         self._started = True
@@ -222,17 +227,19 @@ class Processor:
         """One loop iteration: consume and process, restore a chunk, punctuate, commit."""
         consumer = self._require_consumer()
         restoring = self._restoring()
-        now = time.monotonic()
+        now = self.clock.monotonic()
         wait = 0.0 if restoring else max(0.0, min(self._next_tick, self._next_commit) - now)
         messages = consumer.consume(self._batch, wait)
-        self._resume_held()
+        self._holds.resume_due(consumer, self._is_running)
         try:
             self._dispatch(messages)
         except KafkaException as exc:
             self._recover(classify(exc))
         if restoring:
-            self._restore(max(0.0, min(self._next_tick, self._next_commit) - time.monotonic()))
-        now = time.monotonic()
+            self._restore(
+                max(0.0, min(self._next_tick, self._next_commit) - self.clock.monotonic())
+            )
+        now = self.clock.monotonic()
         if now >= self._next_tick:
             self._punctuate()
             self._next_tick = now + self._tick_s
@@ -276,141 +283,33 @@ class Processor:
     def _commit_now(self) -> None:
         self._commit_requested = False
         self.commit()
-        self._next_commit = time.monotonic() + self._commit_s
+        self._next_commit = self.clock.monotonic() + self._commit_s
 
     def commit(self) -> bool:
-        """Commit the current transaction; True when something was committed.
-
-        (0) ``topology.pre_commit`` with every RUNNING task's context (writes outside Kafka,
-            e.g. the projector's SQL batch) and produce what it produced,
-        (1) produce each RUNNING task's logged overlay entries to its changelog partition,
-        (2) flush the producer: every output and changelog record is acknowledged,
-        (3) send_offsets_to_transaction with the positions of the owned input partitions
-            and FRESH group metadata (a zombie's stale generation/epoch is refused here),
-        (4) commit_transaction,
-        (5) write each task's overlay and its changelog offset in one local WriteBatch,
-        (6) ``topology.after_commit``: side effects that wait for their state to be committed.
-        Any failure in (0)-(4) goes to ``_recover`` (a BaseException from (0) is re-raised
-        after it); nothing local was written. (0) precedes (4): an external write is never
-        behind the committed offsets, and a crash in between replays its records.
-        """
-        if not self._dirty:
-            return False
-        running = [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
-        if not running:
-            self._recover(TransactionFailed(Failure.ABORTABLE, "no running task to commit"))
-            return False
-        started = time.perf_counter()
-        if not self._pre_commit(running):  # (0)
-            return False
-        try:
-            for task in running:  # (1)
-                self.metrics["changelog_records"] += capture(
-                    task, self._txn, self.topology.changelog_topic
-                )
-            self._charges.start_flush()
-            self._txn.flush(self._charges.check)  # (2)
-            self._charges.check()
-            failed = [t.changelog_error for t in running if t.changelog_error]
-            if failed:
-                raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
-            offsets = [
-                TopicPartition(topic, task.partition, offset)
-                for task in running
-                for topic, offset in task.input_offsets.items()
-            ]
-            metadata = self._require_consumer().consumer_group_metadata()
-            self._txn.send_offsets(offsets, metadata)  # (3)
-            faults.reached("before-commit")
-            faults.reached("during-commit")
-            self._txn.commit()  # (4)
-        except (KafkaException, TransactionFailed) as exc:
-            self._recover(classify(exc))
-            return False
-        faults.reached("before-local")
-        for task in running:  # (5)
-            self._write_local(task)
-        faults.reached("after-local")
-        self._dirty = False
-        self._last_abort = ""
-        self._charges.committed()
-        self.quarantine.committed()
-        self.metrics["commits"] += 1
-        self.commit_seconds.observe(time.perf_counter() - started)
-        try:  # (6)
-            self.topology.after_commit()
-        except Exception:
-            log.exception("after_commit failed")
-        return True
-
-    def _pre_commit(self, running: list[Task]) -> bool:
-        """Step (0) of ``commit``; False (transaction aborted) when ``pre_commit`` failed."""
+        """Commit the open transaction (``Committer.commit``: steps 0–6); True when something
+        was committed."""
+        running = self._running()
         contexts = [self._contexts[t.partition] for t in running if t.partition in self._contexts]
-        try:
-            self.topology.pre_commit(contexts)
-            for ctx in contexts:
-                self._produce(ctx.partition, ctx.take_outputs())
-        except KafkaException as exc:
-            self._recover(classify(exc))
-            return False
-        except Exception as exc:
-            log.warning("pre_commit failed: %s: %s", type(exc).__name__, exc)
-            self._recover(TransactionFailed(Failure.ABORTABLE, f"pre_commit: {exc}"))
-            return False
-        except BaseException:
-            self._recover(TransactionFailed(Failure.ABORTABLE, "pre_commit interrupted"))
-            raise
-        return True
-
-    # -- commit helpers -----------------------------------------------------------------
-    def _write_local(self, task: Task) -> None:
-        store = task.require_store()
-        if not store.has_pending() and task.pending_changelog_offset == (
-            task.committed_changelog_offset
-        ):
-            return
-        try:
-            store.flush(task.pending_changelog_offset)
-        except Exception as exc:  # the disk is full, say: the changelog has it all
-            log.error("task %d: local write failed (%s); restoring from the changelog",
-                      task.partition, exc)  # fmt: skip
-            self.metrics["store_write_failures"] += 1
-            self._rebuild([task])
-            return
-        task.committed_changelog_offset = task.pending_changelog_offset
+        return self.committer.commit(
+            running, contexts, self._require_consumer(), self._recover, self._write_failed
+        )
 
     def _recover(self, failure: TransactionFailed) -> None:
         """Abort (or, when fatal, replace the producer), drop every overlay, and rebuild the
         RUNNING tasks: re-restore from the changelog, then seek inputs to the group's
         committed offsets. The changelog and the group are the truth, never local state."""
-        log.warning("transaction failed (%s): %s", failure.failure.value, failure.reason)
-        self.metrics["aborts"] += 1
-        with contextlib.suppress(KafkaException):
-            self._txn.poll()  # serve the delivery reports that say which record failed
-        cause = self._charges.aborted() or failure.reason
-        self.quarantine.aborted()
-        if cause == self._last_abort:  # a replay that cannot get past it: surface it
-            log.error("the same failure aborted two transactions in a row: %s", cause)
-            self.quarantine.count("repeated_abort", cause)
-        self._last_abort = cause
-        kind = failure.failure
-        if kind is Failure.ABORTABLE:
-            try:
-                self._txn.abort()
-            except KafkaException as exc:
-                log.warning("abort failed: %s", exc)
-                kind = Failure.FATAL
-        if kind is Failure.FATAL:
-            self.metrics["producer_recreations"] += 1
-            try:
-                self._txn.recreate()
-            except KafkaException as exc:
-                err = kafka_error(exc)
-                raise FencedError(f"cannot recreate the transactional producer: {err}") from exc
-        if failure.group_fenced:
-            self.metrics["group_fenced"] += 1
-        self._dirty = False
-        self._rebuild([t for t in self._tasks.values() if t.state is TaskState.RUNNING])
+        self.committer.abort(failure)
+        self._rebuild(self._running())
+
+    def _write_failed(self, task: Task) -> None:
+        self._rebuild([task])
+
+    def _running(self) -> list[Task]:
+        return [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
+
+    def _is_running(self, partition: int) -> bool:
+        task = self._tasks.get(partition)
+        return task is not None and task.state is TaskState.RUNNING
 
     def _store_corrupted(self, task: Task, exc: StoreCorrupted) -> None:
         """A read of ``task``'s store failed: wipe it and restore it cold from the changelog.
@@ -441,7 +340,7 @@ class Processor:
             task.transition(TaskState.SUSPENDED)
         task.close_store()  # RocksDB refuses every write after one failed: reopen it later
         self._awaiting.pop(task.partition, None)
-        self._unstarted[task.partition] = time.monotonic() + STORE_RETRY_S
+        self._unstarted[task.partition] = self.clock.monotonic() + STORE_RETRY_S
 
     def _rebuild(self, tasks: list[Task]) -> None:
         consumer = self._require_consumer()
@@ -450,7 +349,7 @@ class Processor:
                 self.topology.on_rebuild(task.partition)
                 self._rebuilt.add(task.partition)
             task.suspend()
-            self._forget_held(task.partition)  # the restore seeks and resumes every input
+            self._holds.forget(task.partition)  # the restore seeks and resumes every input
             consumer.pause(self._input_tps(task.partition))
             self._begin_restore(task)
 
@@ -460,11 +359,11 @@ class Processor:
             self._unstarted.pop(task.partition, None)
         except KafkaException as exc:
             log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
-            self._unstarted[task.partition] = time.monotonic() + SETTLE_RETRY_S
+            self._unstarted[task.partition] = self.clock.monotonic() + SETTLE_RETRY_S
         except StateError as exc:  # its store cannot be opened or written (disk full)
             log.error("task %d: restore cannot start: %s; retrying in %.0f s", task.partition,
                       exc, STORE_RETRY_S)  # fmt: skip
-            self._unstarted[task.partition] = time.monotonic() + STORE_RETRY_S
+            self._unstarted[task.partition] = self.clock.monotonic() + STORE_RETRY_S
 
     # -- processing ---------------------------------------------------------------------
     def _dispatch(self, messages: list[Any]) -> None:
@@ -478,13 +377,13 @@ class Processor:
             task = self._tasks.get(msg.partition())
             if task is None or task.state is not TaskState.RUNNING:
                 continue  # prefetched for a partition that is not (or no longer) ours
-            if (msg.topic(), msg.partition()) in self._held:
+            if (msg.topic(), msg.partition()) in self._holds:
                 continue  # prefetched behind a held record: it comes again after it
             expected = task.input_offsets.get(msg.topic())
             if expected is None or msg.offset() < expected:
                 continue
             self._process(task, msg)
-            if time.monotonic() >= self._next_commit:  # a slow batch still commits on time
+            if self.clock.monotonic() >= self._next_commit:  # a slow batch still commits on time
                 self._commit_now()
 
     def _process(self, task: Task, msg: Any) -> None:
@@ -499,7 +398,7 @@ class Processor:
                 if until_us is not None:
                     store.rollback()
                     ctx.outputs.clear()
-                    self._hold(msg, until_us)
+                    self._holds.hold(self._require_consumer(), msg, until_us)
                     return
             except StoreCorrupted as exc:  # the record is fine, the local store is not
                 store.rollback()
@@ -511,93 +410,24 @@ class Processor:
                 store.rollback()
                 ctx.outputs.clear()
                 ctx.held_until_us = None
-                self._reject(msg, f"{type(exc).__name__}: {exc}")
+                self.committer.reject(msg, f"{type(exc).__name__}: {exc}")
                 break
             outputs = ctx.take_outputs()
             oversized = [o for o in outputs if o.size() > self._max_record]
             if not oversized:
                 store.release()
-                self._produce(task.partition, outputs, origin)
+                self.committer.produce(task.partition, outputs, origin)
                 break
             store.rollback()  # told of its refused records, the topology processes it again
             for output in oversized:
                 self.quarantine.add(task.partition, output.origin or origin,
-                                    self._too_large(output), "record_too_large")  # fmt: skip
+                                    self.committer.too_large(output),
+                                    "record_too_large")  # fmt: skip
             if replay:
-                self._reject(msg, self._too_large(oversized[0]))
+                self.committer.reject(msg, self.committer.too_large(oversized[0]))
         task.input_offsets[msg.topic()] = msg.offset() + 1
         self.metrics["records_processed"] += 1
-        self._dirty = True
-
-    def _reject(self, msg: Any, reason: str) -> None:
-        self.metrics["records_rejected"] += 1
-        log.warning("rejected %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason)
-        output = rejected_output(self.rejected_topic, msg, reason, self.group_id, self._max_record)
-        self._txn.produce(output)
-
-    def _too_large(self, output: Output) -> str:
-        return (
-            f"a record of {output.size():,} bytes for {output.topic!r} is over the limit of "
-            f"{self._max_record:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
-        )
-
-    def _produce(self, partition: int, outputs: list[Output], origin: str | None = None) -> None:
-        """Produce a callback's outputs; a record refused by the broker is charged to its
-        origin (or ``origin``). One too large to send is not sent: its origin is quarantined
-        (the topology learns of it at its next callback) and the rejected topic says so."""
-        for output in outputs:
-            charged = output.origin or origin
-            if charged is not None and self.quarantine.failures(partition, charged) > 1:
-                # refused twice: the topology did not take it out, so the runtime does
-                reason = self.quarantine.reason(partition, charged) or "refused twice"
-                self.quarantine.count("record_dropped", f"{charged}: {reason}")
-                self._txn.produce(refused_output(self.rejected_topic, output, reason,
-                                                 self.group_id))  # fmt: skip
-                continue
-            if output.size() > self._max_record:
-                reason = self._too_large(output)
-                if charged is not None:
-                    self.quarantine.add(partition, charged, reason, "record_too_large")
-                else:
-                    self.quarantine.count("record_too_large", reason)
-                self._txn.produce(refused_output(self.rejected_topic, output, reason,
-                                                 self.group_id))  # fmt: skip
-                continue
-            if charged is None:
-                self._txn.produce(output, self._on_delivery)
-                continue
-            output = output._replace(origin=charged)
-            try:
-                self._txn.produce(output, self._charges.callback(partition, charged, output.topic))
-            except KafkaException as exc:  # e.g. its topic is known to be gone
-                if not self._charges.refused_at_produce(partition, output, exc):
-                    raise
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None and refusal(err, msg.topic(), self._owned) is not None:
-            log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
-
-    def _hold(self, msg: Any, until_us: int) -> None:
-        """Pause the record's partition and rewind to it until ``until_us``."""
-        consumer = self._require_consumer()
-        tp = TopicPartition(msg.topic(), msg.partition(), msg.offset())
-        consumer.pause([tp])
-        consumer.seek(tp)
-        delay_s = max(0.0, (until_us - self.clock.now_us()) / 1e6)
-        self._held[(msg.topic(), msg.partition())] = time.monotonic() + delay_s
-
-    def _resume_held(self) -> None:
-        now = time.monotonic()
-        due = [tp for tp, at in self._held.items() if at <= now]
-        for topic, partition in due:
-            del self._held[(topic, partition)]
-            task = self._tasks.get(partition)
-            if task is not None and task.state is TaskState.RUNNING:
-                self._require_consumer().resume([TopicPartition(topic, partition)])
-
-    def _forget_held(self, partition: int) -> None:
-        for key in [k for k in self._held if k[1] == partition]:
-            del self._held[key]
+        self.committer.dirty = True
 
     def _invoke(self, task: Task, callback: Callable[[TaskContext], None]) -> None:
         """Run a task callback (punctuate, on_running) atomically: on error, undo it."""
@@ -619,9 +449,9 @@ class Processor:
             return
         store.release()
         outputs = ctx.take_outputs()
-        self._produce(task.partition, outputs)
+        self.committer.produce(task.partition, outputs)
         if outputs or store.has_pending():
-            self._dirty = True
+            self.committer.dirty = True
 
     def _punctuate(self) -> None:
         now_us = self.clock.now_us()
@@ -631,9 +461,9 @@ class Processor:
                     self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
                 # A long round (a burst due on many partitions) commits as it goes, so
                 # the first partitions' runs become visible without waiting for the last.
-                if time.monotonic() >= self._next_commit:
+                if self.clock.monotonic() >= self._next_commit:
                     self.commit()
-                    self._next_commit = time.monotonic() + self._commit_s
+                    self._next_commit = self.clock.monotonic() + self._commit_s
         except KafkaException as exc:
             self._recover(classify(exc))
 
@@ -647,7 +477,7 @@ class Processor:
             waiting = self._tasks.get(partition)
             if waiting is None:
                 self._unstarted.pop(partition, None)
-            elif time.monotonic() >= not_before:
+            elif self.clock.monotonic() >= not_before:
                 self._begin_restore(waiting)
         try:
             caught_up = restorer.poll(min(timeout_s, self._tick_s))
@@ -663,7 +493,7 @@ class Processor:
                     self._store_write_failed(stuck, exc)
         for ready in caught_up:
             self._awaiting.setdefault(ready.partition, 0.0)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for partition, not_before in list(self._awaiting.items()):
             if now < not_before:
                 continue
@@ -671,7 +501,7 @@ class Processor:
             if task is None or task.state is not TaskState.RESTORING or self._try_run(task):
                 self._awaiting.pop(partition, None)
             else:
-                self._awaiting[partition] = time.monotonic() + SETTLE_RETRY_S
+                self._awaiting[partition] = self.clock.monotonic() + SETTLE_RETRY_S
 
     def _try_run(self, task: Task) -> bool:
         """Caught up: fetch the committed input offsets (stable: waits out open
@@ -754,7 +584,7 @@ class Processor:
         self._awaiting.pop(partition, None)
         self._unstarted.pop(partition, None)
         self._contexts.pop(partition, None)
-        self._forget_held(partition)
+        self._holds.forget(partition)
         self.quarantine.forget(partition)
         if self._restorer is not None:
             self._restorer.stop(task)
@@ -793,7 +623,7 @@ class Processor:
         lost = {(tp.topic, tp.partition) for tp in partitions}
         for partition in {p for _, p in lost}:
             self._close_task(partition)
-        if self._txn.begun or self._dirty:
+        if self._txn.begun or self.committer.dirty:
             self._recover(TransactionFailed(Failure.ABORTABLE, "partitions lost"))
         self._release(consumer, partitions, lost)
 
