@@ -3,13 +3,14 @@ commits (consume → process → produce + changelog + offsets in one Kafka tran
 
 Single thread. Each ``step``: consume a batch, dispatch it to RUNNING tasks, advance
 restores by one bounded chunk, punctuate every ``tick_ms`` and commit every
-``commit_interval_ms`` when the transaction holds anything. ``commit`` is the one place a
-transaction ends well; ``_recover`` the one place it ends badly.
+``commit_interval_ms`` when the transaction holds anything. The parts, as in Kafka Streams:
+the loop here; the tasks and their lifecycle in ``tasks.TaskManager``; the commit protocol
+in ``committer.Committer`` (``commit`` ends a transaction well, ``_recover`` badly); delay-
+topic holds in ``holds.Holds``. Loop time comes from the injected ``Clock``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -27,23 +28,16 @@ from schedulerstream.runtime.committer import Committer
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
 from schedulerstream.runtime.quarantine import Quarantine
-from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
+from schedulerstream.runtime.store import StoreCorrupted
 from schedulerstream.runtime.task import Task, TaskState
+from schedulerstream.runtime.tasks import Loop, StateListener, TaskManager
 from schedulerstream.runtime.topology import Topology
-from schedulerstream.runtime.transaction import (
-    Failure,
-    TransactionalProducer,
-    TransactionFailed,
-    classify,
-)
+from schedulerstream.runtime.transaction import TransactionalProducer, TransactionFailed, classify
 from schedulerstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
-StateListener = Callable[[int, TaskState], None]
 Sampler = Callable[[list[TaskContext]], None]
-SETTLE_RETRY_S = 0.2
-STORE_RETRY_S = 5.0  # a failed store write (disk full): retry the task's restore after this
 SAMPLE_INTERVAL_S = 5.0
 
 
@@ -89,7 +83,6 @@ class Processor:
         self._batch = batch_size
         self._restore_chunk = restore_chunk
         self._timeout_s = timeout_s
-        self._listener = on_state_change
         self._tick_s = settings.tick_ms / 1000
         self._commit_s = settings.commit_interval_ms / 1000
         copartitioned = len(self.input_topics) > 1
@@ -98,7 +91,6 @@ class Processor:
             settings, self.group_id, copartitioned=copartitioned, **{"fetch.wait.max.ms": 100}
         )
         strategy = self._consumer_config.get("partition.assignment.strategy", "")
-        self._eager = strategy in ("range", "roundrobin")
         # A short transaction timeout bounds how long a crashed member's open transaction
         # blocks read_committed readers (and the restore of its successor).
         txn = TransactionalProducer(
@@ -127,14 +119,15 @@ class Processor:
         self._txn = txn
         self._max_record = settings.max_record_bytes
         self._holds = Holds(self.clock)
+        self.task_manager = TaskManager(
+            settings, topology, self.clock, self.committer, self._holds, self.metrics,
+            eager=strategy in ("range", "roundrobin"), timeout_s=timeout_s,
+            listener=on_state_change,
+        )  # fmt: skip
+        self._tasks = self.task_manager.tasks
+        self._contexts = self.task_manager.contexts
         self._consumer: Consumer | None = None
         self._restorer: Restorer | None = None
-        self._tasks: dict[int, Task] = {}
-        self._contexts: dict[int, TaskContext] = {}
-        self._assigned: set[tuple[str, int]] = set()
-        self._awaiting: dict[int, float] = {}  # caught up, waiting to settle: retry time
-        self._unstarted: dict[int, float] = {}  # restore could not start yet: retry time
-        self._rebuilt: set[int] = set()  # rebuilt in place (on_rebuild), not running yet
         self._commit_requested = False  # by a task context: commit at the end of this step
         self._stopping = False
         self._started = False
@@ -177,9 +170,14 @@ class Processor:
         self._consumer = Consumer(self._consumer_config)
         self._consumer.subscribe(
             list(self.input_topics),
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
+            on_assign=self.task_manager.on_assign,
+            on_revoke=self.task_manager.on_revoke,
+            on_lost=self.task_manager.on_lost,
+        )
+        self.task_manager.start(
+            self._consumer,
+            self._restorer,
+            Loop(self.commit, self._recover, self._request_commit, self._invoke),
         )
         now = self.clock.monotonic()
         self._next_tick = now + self._tick_s
@@ -214,31 +212,24 @@ class Processor:
                 if self._consumer is not None:
                     self._consumer.close()  # revokes (nothing left to commit), leaves the group
             finally:
-                for partition in list(self._tasks):
-                    try:
-                        self._close_task(partition)
-                    except Exception:  # best effort: the others still close
-                        log.exception("task %d: close failed", partition)
-                if self._restorer is not None:
-                    self._restorer.close()
+                self.task_manager.close()
                 self._txn.close()
 
     def step(self) -> None:
         """One loop iteration: consume and process, restore a chunk, punctuate, commit."""
         consumer = self._require_consumer()
-        restoring = self._restoring()
+        restoring = self.task_manager.restoring()
         now = self.clock.monotonic()
         wait = 0.0 if restoring else max(0.0, min(self._next_tick, self._next_commit) - now)
         messages = consumer.consume(self._batch, wait)
-        self._holds.resume_due(consumer, self._is_running)
+        self._holds.resume_due(consumer, self.task_manager.is_running)
         try:
             self._dispatch(messages)
         except KafkaException as exc:
             self._recover(classify(exc))
         if restoring:
-            self._restore(
-                max(0.0, min(self._next_tick, self._next_commit) - self.clock.monotonic())
-            )
+            next_due = min(self._next_tick, self._next_commit)
+            self.task_manager.restore(max(0.0, next_due - self.clock.monotonic()), self._tick_s)
         now = self.clock.monotonic()
         if now >= self._next_tick:
             self._punctuate()
@@ -257,7 +248,7 @@ class Processor:
         running = [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
         lag: dict[tuple[str, int], int] = {}
         try:
-            tps = [tp for task in running for tp in self._input_tps(task.partition)]
+            tps = [tp for task in running for tp in self.task_manager.input_tps(task.partition)]
             positions = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(tps)}
             for task in running:
                 for topic, offset in task.input_offsets.items():
@@ -299,71 +290,13 @@ class Processor:
         RUNNING tasks: re-restore from the changelog, then seek inputs to the group's
         committed offsets. The changelog and the group are the truth, never local state."""
         self.committer.abort(failure)
-        self._rebuild(self._running())
+        self.task_manager.rebuild(self._running())
 
     def _write_failed(self, task: Task) -> None:
-        self._rebuild([task])
+        self.task_manager.rebuild([task])
 
     def _running(self) -> list[Task]:
-        return [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
-
-    def _is_running(self, partition: int) -> bool:
-        task = self._tasks.get(partition)
-        return task is not None and task.state is TaskState.RUNNING
-
-    def _store_corrupted(self, task: Task, exc: StoreCorrupted) -> None:
-        """A read of ``task``'s store failed: wipe it and restore it cold from the changelog.
-
-        The open transaction is aborted (it may hold output computed from the damaged store)
-        and every RUNNING task rebuilt, as after any failed transaction."""
-        log.error("task %d: %s; wiping it and restoring from the changelog", task.partition, exc)
-        self.metrics["corrupt_stores"] += 1
-        self._require_restorer().stop(task)
-        task.store = task.require_store().wipe()
-        if task.state is TaskState.RUNNING:
-            self._recover(TransactionFailed(Failure.ABORTABLE, f"task {task.partition}: {exc}"))
-            return
-        if task.state is TaskState.RESTORING:
-            task.transition(TaskState.SUSPENDED)
-        self._awaiting.pop(task.partition, None)
-        self._begin_restore(task)
-
-    def _store_write_failed(self, task: Task, exc: Exception) -> None:
-        """The store could not be written during restore (the disk is full, say): pause the
-        task and start its restore again later, from what the store holds; it runs again once
-        the writes succeed. Nothing is lost: the changelog and the inputs hold it all."""
-        log.error("task %d: %s; retrying its restore in %.0f s", task.partition, exc,
-                  STORE_RETRY_S)  # fmt: skip
-        self.metrics["store_write_failures"] += 1
-        self._require_restorer().stop(task)
-        if task.state is TaskState.RESTORING:
-            task.transition(TaskState.SUSPENDED)
-        task.close_store()  # RocksDB refuses every write after one failed: reopen it later
-        self._awaiting.pop(task.partition, None)
-        self._unstarted[task.partition] = self.clock.monotonic() + STORE_RETRY_S
-
-    def _rebuild(self, tasks: list[Task]) -> None:
-        consumer = self._require_consumer()
-        for task in tasks:
-            if task.state is TaskState.RUNNING:
-                self.topology.on_rebuild(task.partition)
-                self._rebuilt.add(task.partition)
-            task.suspend()
-            self._holds.forget(task.partition)  # the restore seeks and resumes every input
-            consumer.pause(self._input_tps(task.partition))
-            self._begin_restore(task)
-
-    def _begin_restore(self, task: Task) -> None:
-        try:
-            self._require_restorer().start(task)
-            self._unstarted.pop(task.partition, None)
-        except KafkaException as exc:
-            log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
-            self._unstarted[task.partition] = self.clock.monotonic() + SETTLE_RETRY_S
-        except StateError as exc:  # its store cannot be opened or written (disk full)
-            log.error("task %d: restore cannot start: %s; retrying in %.0f s", task.partition,
-                      exc, STORE_RETRY_S)  # fmt: skip
-            self._unstarted[task.partition] = self.clock.monotonic() + STORE_RETRY_S
+        return self.task_manager.running()
 
     # -- processing ---------------------------------------------------------------------
     def _dispatch(self, messages: list[Any]) -> None:
@@ -404,7 +337,7 @@ class Processor:
                 store.rollback()
                 ctx.outputs.clear()
                 ctx.held_until_us = None
-                self._store_corrupted(task, exc)
+                self.task_manager.store_corrupted(task, exc)
                 return
             except Exception as exc:
                 store.rollback()
@@ -439,7 +372,7 @@ class Processor:
         except StoreCorrupted as exc:
             store.rollback()
             ctx.outputs.clear()
-            self._store_corrupted(task, exc)
+            self.task_manager.store_corrupted(task, exc)
             return
         except Exception:
             store.rollback()
@@ -467,186 +400,7 @@ class Processor:
         except KafkaException as exc:
             self._recover(classify(exc))
 
-    # -- restoring ----------------------------------------------------------------------
-    def _restoring(self) -> bool:
-        return bool(self._awaiting or self._unstarted) or self._require_restorer().restoring()
-
-    def _restore(self, timeout_s: float) -> None:
-        restorer = self._require_restorer()
-        for partition, not_before in list(self._unstarted.items()):
-            waiting = self._tasks.get(partition)
-            if waiting is None:
-                self._unstarted.pop(partition, None)
-            elif self.clock.monotonic() >= not_before:
-                self._begin_restore(waiting)
-        try:
-            caught_up = restorer.poll(min(timeout_s, self._tick_s))
-        except StoreCorrupted as exc:
-            caught_up = []
-            for damaged in list(self._tasks.values()):
-                if damaged.store is not None and damaged.store.path == exc.path:
-                    self._store_corrupted(damaged, exc)
-        except StoreWriteFailed as exc:
-            caught_up = []
-            for stuck in list(self._tasks.values()):
-                if stuck.store is not None and stuck.store.path == exc.path:
-                    self._store_write_failed(stuck, exc)
-        for ready in caught_up:
-            self._awaiting.setdefault(ready.partition, 0.0)
-        now = self.clock.monotonic()
-        for partition, not_before in list(self._awaiting.items()):
-            if now < not_before:
-                continue
-            task = self._tasks.get(partition)
-            if task is None or task.state is not TaskState.RESTORING or self._try_run(task):
-                self._awaiting.pop(partition, None)
-            else:
-                self._awaiting[partition] = self.clock.monotonic() + SETTLE_RETRY_S
-
-    def _try_run(self, task: Task) -> bool:
-        """Caught up: fetch the committed input offsets (stable: waits out open
-        transactions), re-check the changelog end, seek, resume, and run."""
-        restorer = self._require_restorer()
-        consumer = self._require_consumer()
-        tps = self._input_tps(task.partition)
-        try:
-            if not restorer.settled(task):
-                return False
-            committed = consumer.committed(tps, timeout=min(self._timeout_s, 5.0))
-            if not restorer.settled(task):
-                return False
-            offsets: dict[str, int] = {}
-            for tp in committed:
-                offset = tp.offset
-                if offset < 0:
-                    offset, _ = restorer.watermarks(TopicPartition(tp.topic, tp.partition))
-                offsets[tp.topic] = offset
-        except KafkaException as exc:
-            log.info("task %d: not ready to run yet: %s", task.partition, exc)
-            return False
-        try:  # the partition may have been taken away while committed() waited
-            for topic, offset in offsets.items():
-                consumer.seek(TopicPartition(topic, task.partition, offset))
-            consumer.resume(tps)
-        except KafkaException as exc:
-            log.info("task %d: not ready to run (seek or resume refused): %s", task.partition, exc)
-            with contextlib.suppress(KafkaException):
-                consumer.pause(tps)
-            return False
-        restorer.stop(task)
-        task.input_offsets = offsets
-        self.metrics["restores"] += 1
-        self.metrics["restored_records"] += task.restore.records
-        self.metrics["restore_rate"] = task.restore.rate
-        log.info(
-            "task %d running: restored %d records (%s) in %.3fs, %.0f records/s",
-            task.partition, task.restore.records, "cold" if task.restore.cold else "warm",
-            task.restore.seconds, task.restore.rate,
-        )  # fmt: skip
-        task.transition(TaskState.RUNNING)
-        self._rebuilt.discard(task.partition)
-        self._contexts[task.partition] = TaskContext(
-            task.partition,
-            task.require_store(),
-            self.clock,
-            self.rejected_topic,
-            self.group_id,
-            self._request_commit,
-            self.quarantine,
-            self._max_record,
-        )
-        self._invoke(task, self.topology.on_running)
-        return True
-
-    # -- ownership ----------------------------------------------------------------------
-    def _input_tps(self, partition: int) -> list[TopicPartition]:
-        return [TopicPartition(topic, partition) for topic in self.input_topics]
-
-    def _reconcile(self) -> None:
-        """Create a task for each partition whose every input topic is owned; close the
-        tasks that lost one (a task never runs on part of its inputs)."""
-        partitions = {p for _, p in self._assigned}
-        for partition in partitions:
-            complete = all((t, partition) in self._assigned for t in self.input_topics)
-            if complete and partition not in self._tasks:
-                path = self.settings.data_dir / self.topology.name / str(partition)
-                task = Task(partition, self.input_topics, path, self._listener)
-                self._tasks[partition] = task
-                self._begin_restore(task)
-        for partition in list(self._tasks):
-            if not all((t, partition) in self._assigned for t in self.input_topics):
-                self._close_task(partition)
-
-    def _close_task(self, partition: int) -> None:
-        task = self._tasks.pop(partition, None)
-        if task is None:
-            return
-        self._awaiting.pop(partition, None)
-        self._unstarted.pop(partition, None)
-        self._contexts.pop(partition, None)
-        self._holds.forget(partition)
-        self.quarantine.forget(partition)
-        if self._restorer is not None:
-            self._restorer.stop(task)
-        self._stopped(task)
-        task.close()
-
-    def _stopped(self, task: Task) -> None:
-        rebuilt = task.partition in self._rebuilt  # stopped before it ran again
-        self._rebuilt.discard(task.partition)
-        if task.state is TaskState.RUNNING or rebuilt:
-            self.topology.on_stopped(task.partition)
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._eager:
-            consumer.assign(partitions)
-        else:
-            consumer.incremental_assign(partitions)
-        if partitions:
-            consumer.pause(partitions)  # until restored
-        log.info("assigned %s", _names(partitions))
-        self._assigned |= {(tp.topic, tp.partition) for tp in partitions}
-        self._reconcile()
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Revoked: commit first (the revoked partitions' offsets included), then close."""
-        log.info("revoked %s", _names(partitions))
-        revoked = {(tp.topic, tp.partition) for tp in partitions}
-        if any(p in self._tasks for _, p in revoked):
-            self.commit()
-        self._release(consumer, partitions, revoked)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Lost (session expired, fenced): abort; nothing of these partitions is committed."""
-        log.warning("lost %s", _names(partitions))
-        self.metrics["lost"] += 1
-        lost = {(tp.topic, tp.partition) for tp in partitions}
-        for partition in {p for _, p in lost}:
-            self._close_task(partition)
-        if self._txn.begun or self.committer.dirty:
-            self._recover(TransactionFailed(Failure.ABORTABLE, "partitions lost"))
-        self._release(consumer, partitions, lost)
-
-    def _release(
-        self, consumer: Consumer, partitions: list[TopicPartition], gone: set[tuple[str, int]]
-    ) -> None:
-        self._assigned -= gone
-        self._reconcile()
-        if self._eager:
-            consumer.unassign()
-        else:
-            consumer.incremental_unassign(partitions)
-
     def _require_consumer(self) -> Consumer:
         if self._consumer is None:
             raise StateError("processor not started")
         return self._consumer
-
-    def _require_restorer(self) -> Restorer:
-        if self._restorer is None:
-            raise StateError("processor not started")
-        return self._restorer
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

@@ -16,24 +16,34 @@ log = logging.getLogger(__name__)
 
 
 class TaskState(enum.Enum):
-    """Lifecycle of a task (as in Kafka Streams).
+    """Lifecycle of a task (as in Kafka Streams), with the restore's steps as states.
 
-    CREATED → RESTORING → RUNNING → SUSPENDED → CLOSED; a SUSPENDED task may restore again
-    (after an aborted transaction) and a CREATED or RESTORING one may be suspended.
+    CREATED → RESTORING → SETTLING → RUNNING → SUSPENDED → CLOSED:
+    - WAITING: its restore could not start yet (the log end unknown, the store not
+      writable); retried at ``Task.retry_at``;
+    - RESTORING: replaying its changelog into its store;
+    - SETTLING: caught up, still following the changelog, until the group's committed input
+      offsets are read and the changelog end is stable (retried at ``Task.retry_at``);
+    - SUSPENDED: its open transaction dropped (an abort, a failed local write); it restores
+      again or closes.
     """
 
     CREATED = "created"
+    WAITING = "waiting"
     RESTORING = "restoring"
+    SETTLING = "settling"
     RUNNING = "running"
     SUSPENDED = "suspended"
     CLOSED = "closed"
 
 
 _ALLOWED: dict[TaskState, frozenset[TaskState]] = {
-    TaskState.CREATED: frozenset({TaskState.RESTORING, TaskState.SUSPENDED}),
-    TaskState.RESTORING: frozenset({TaskState.RUNNING, TaskState.SUSPENDED}),
+    TaskState.CREATED: frozenset({TaskState.RESTORING, TaskState.WAITING, TaskState.SUSPENDED}),
+    TaskState.WAITING: frozenset({TaskState.RESTORING, TaskState.SUSPENDED}),
+    TaskState.RESTORING: frozenset({TaskState.SETTLING, TaskState.SUSPENDED}),
+    TaskState.SETTLING: frozenset({TaskState.RUNNING, TaskState.SUSPENDED}),
     TaskState.RUNNING: frozenset({TaskState.SUSPENDED}),
-    TaskState.SUSPENDED: frozenset({TaskState.RESTORING, TaskState.CLOSED}),
+    TaskState.SUSPENDED: frozenset({TaskState.RESTORING, TaskState.WAITING, TaskState.CLOSED}),
     TaskState.CLOSED: frozenset(),
 }
 
@@ -80,6 +90,7 @@ class Task:
         self.input_offsets: dict[str, int] = {}
         self.restore = RestoreStats()
         self.restore_position = 0
+        self.retry_at = 0.0  # WAITING or SETTLING: when to try again (monotonic seconds)
         # changelog offsets seen in delivery reports of the open transaction
         self.committed_changelog_offset = NO_OFFSET
         self.pending_changelog_offset = NO_OFFSET
@@ -122,9 +133,16 @@ class Task:
         if self.store is not None:
             self.store.discard()
 
+    def wait_until(self, retry_at: float) -> None:
+        """WAITING (or still SETTLING): try again at ``retry_at``."""
+        if self.state is not TaskState.SETTLING and self.state is not TaskState.WAITING:
+            self.transition(TaskState.WAITING)
+        self.retry_at = retry_at
+
     def suspend(self) -> None:
         """Drop uncommitted work and stop processing (the store stays open)."""
-        self.transition(TaskState.SUSPENDED)
+        if self.state is not TaskState.SUSPENDED:
+            self.transition(TaskState.SUSPENDED)
         self.reset_transaction()
         self.input_offsets.clear()
 

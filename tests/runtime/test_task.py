@@ -17,6 +17,7 @@ def test_lifecycle_and_listener(tmp_path: Path) -> None:
     task = Task(3, ("in",), tmp_path / "3", lambda p, s: seen.append((p, s)))
     assert task.state is TaskState.CREATED
     task.transition(TaskState.RESTORING)
+    task.transition(TaskState.SETTLING)
     task.transition(TaskState.RUNNING)
     task.open_store().put(b"k", b"v")
     task.suspend()  # an abort: the overlay is dropped
@@ -25,7 +26,7 @@ def test_lifecycle_and_listener(tmp_path: Path) -> None:
     task.close()
     assert task.state is TaskState.CLOSED and task.store is None
     assert [s for _, s in seen] == [
-        TaskState.RESTORING, TaskState.RUNNING, TaskState.SUSPENDED,
+        TaskState.RESTORING, TaskState.SETTLING, TaskState.RUNNING, TaskState.SUSPENDED,
         TaskState.RESTORING, TaskState.SUSPENDED, TaskState.CLOSED,
     ]  # fmt: skip
 
@@ -34,6 +35,8 @@ def test_lifecycle_and_listener(tmp_path: Path) -> None:
     ("start", "target"),
     [
         (TaskState.CREATED, TaskState.RUNNING),
+        (TaskState.RESTORING, TaskState.RUNNING),  # only once settled
+        (TaskState.WAITING, TaskState.RUNNING),
         (TaskState.RUNNING, TaskState.RESTORING),
         (TaskState.RUNNING, TaskState.CLOSED),
         (TaskState.CLOSED, TaskState.RESTORING),
