@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from schedulerstream.kafka import topics
 from schedulerstream.kafka.clients import base_config
@@ -34,8 +37,8 @@ class Installed:
     empty: Path
     dist: Path
 
-    def run(self, *args: str, timeout: float = 120, **settings: str) -> str:
-        """``schedulerstream ARGS`` from the empty directory; its stdout (stderr appended)."""
+    def env(self, **settings: str) -> dict[str, str]:
+        """The environment of an installed command: the venv first, nothing of the checkout."""
         env = {
             k: v
             for k, v in os.environ.items()
@@ -43,10 +46,29 @@ class Installed:
         }
         env["PATH"] = f"{self.venv / 'bin'}:{env.get('PATH', '')}"
         env.update({f"SCHEDULERSTREAM_{k.upper()}": v for k, v in settings.items()})
+        return env
+
+    def spawn(self, component: str, **settings: str) -> subprocess.Popen[bytes]:
+        """``schedulerstream COMPONENT`` in the background, logging to ``COMPONENT.log``."""
+        with (self.empty / f"{component}.log").open("wb") as log:
+            return subprocess.Popen(
+                ["schedulerstream", component],
+                cwd=self.empty,
+                env=self.env(instance_id=f"wheel-{component}", **settings),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def log(self, proc: subprocess.Popen[bytes]) -> str:
+        component = proc.args[1] if isinstance(proc.args, list) else "?"
+        return (self.empty / f"{component}.log").read_text(errors="replace")[-3000:]
+
+    def run(self, *args: str, timeout: float = 120, **settings: str) -> str:
+        """``schedulerstream ARGS`` from the empty directory; its stdout (stderr appended)."""
         result = subprocess.run(
             [*args],
             cwd=self.empty,
-            env=env,
+            env=self.env(**settings),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -146,3 +168,82 @@ def test_kafka_up_and_topics_apply_against_the_broker(
     admin = AdminClient(base_config(kafka_settings))
     existing = set(admin.list_topics(timeout=10).topics)
     assert wanted <= existing, wanted - existing
+
+
+def _free_port_pair() -> int:
+    """A port p with p + 1 free too (the broker's controller listener)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports")
+
+
+@pytest.mark.kafka
+def test_a_broker_of_its_own_up_and_down_from_the_wheel(installed: Installed) -> None:
+    """`kafka up` starts a broker from the wheel (jars through the packaged pom, cached) and
+    `kafka down` stops it."""
+    env = {
+        "bootstrap_servers": f"127.0.0.1:{_free_port_pair()}",
+        "data_dir": str(installed.empty.parent / "own-broker"),
+    }
+    up = installed.run("schedulerstream", "kafka", "up", timeout=240, **env)
+    assert "broker started at" in up, up
+    status = installed.run("schedulerstream", "kafka", "status", **env)
+    assert status.startswith("up: "), status
+    down = installed.run("schedulerstream", "kafka", "down", timeout=120, **env)
+    assert "stopped" in down.lower(), down
+
+
+@pytest.mark.kafka
+def test_a_job_fires_end_to_end_from_the_wheel(
+    installed: Installed, kafka_settings: Settings
+) -> None:
+    """Topics applied, a job put, and the installed scheduler and dispatcher deliver its runs
+    to a Kafka target topic: every command and process from the wheel's venv."""
+    env = {
+        "bootstrap_servers": kafka_settings.bootstrap_servers,
+        "topic_prefix": kafka_settings.topic_prefix,
+        "partitions": "2",
+        "data_dir": str(installed.empty.parent / "e2e-state"),
+    }
+    installed.run("schedulerstream", "topics", "apply", **env)
+    target = f"{kafka_settings.topic_prefix}wheel-out"
+    admin = AdminClient(base_config(kafka_settings))
+    admin.create_topics([NewTopic(target, 1, 1)])[target].result(30)
+    job = {"tenant": "wheel", "job_id": "tick", "schedule": {"every": 1},
+           "target": {"type": "kafka", "topic": target}}  # fmt: skip
+    (installed.empty / "job.json").write_text(json.dumps(job))
+    installed.run("schedulerstream", "schedules", "put", "job.json", **env)
+    procs = [installed.spawn(component, **env) for component in ("scheduler", "dispatcher")]
+    try:
+        consumer = Consumer(
+            {**base_config(kafka_settings), "group.id": f"wheel-{os.getpid()}",
+             "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+        )  # fmt: skip
+        consumer.subscribe([target])
+        delivered: list[dict[str, object]] = []
+        deadline = time.monotonic() + 90
+        while len(delivered) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                delivered.append(json.loads(message.value()))
+            for proc in procs:
+                assert proc.poll() is None, installed.log(proc)
+        consumer.close()
+        assert len(delivered) >= 2, [installed.log(p) for p in procs]
+        assert all(d["job_id"] == "tick" and d["tenant"] == "wheel" for d in delivered)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
