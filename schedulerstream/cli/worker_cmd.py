@@ -46,11 +46,12 @@ def worker(pool: str, app_spec: str, concurrency: int, drain: float) -> None:
     """Run one worker of POOL (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
     configure_logging("worker")
     settings = load_settings()
+    app = load_app(app_spec)  # a bad --app is said first, with or without a broker
     try:  # its principal may authenticate and has its ACLs
         check_access(settings, "worker", pools=[pool])
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
-    runner = WorkerRunner(settings, load_app(app_spec), pool, concurrency=concurrency,
+    runner = WorkerRunner(settings, app, pool, concurrency=concurrency,
                           drain_s=drain)  # fmt: skip
     install_signal_handlers(runner)
     runner.run()
