@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from schedulerstream.errors import FencedError
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
-from schedulerstream.runtime import faults
 from schedulerstream.runtime.changelog import capture
 from schedulerstream.runtime.charges import Charges, TopicLookup
 from schedulerstream.runtime.context import Output, TaskContext, refused_output, rejected_output
@@ -167,17 +166,13 @@ class Committer:
                 for topic, offset in task.input_offsets.items()
             ]
             self.txn.send_offsets(offsets, consumer.consumer_group_metadata())  # (3)
-            faults.reached("before-commit")
-            faults.reached("during-commit")
             self.txn.commit()  # (4)
         except (KafkaException, TransactionFailed) as exc:
             recover(classify(exc))
             return False
-        faults.reached("before-local")
         for task in running:  # (5)
             if not self._write_local(task):
                 write_failed(task)
-        faults.reached("after-local")
         self.dirty = False
         self._last_abort = ""
         self.charges.committed()

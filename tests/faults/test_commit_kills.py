@@ -1,6 +1,6 @@
 """kill -9 of a scheduler at each step of the commit protocol, repeated.
 
-The runtime's test-only hook (``schedulerstream/runtime/faults.py``, ``SS_FAULT_KILL_AT``)
+The tests' process hook (``tests/faults/hooks/sitecustomize.py``, ``SS_FAULT_KILL_AT``)
 SIGKILLs the process the n-th time a commit reaches a step: before ``commit_transaction``
 (an open transaction holding runs, changelog and offsets), during it (a timer fires while
 EndTxn is in flight), after it but before the local RocksDB write (the store is behind the
@@ -11,14 +11,15 @@ job is committed exactly once, under one run id.
 
 from __future__ import annotations
 
+import os
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from schedulerstream.publish import Publisher
-from schedulerstream.runtime.faults import ENV, POINTS
 from schedulerstream.settings import Settings
 from tests.faults.conftest import SpawnFault
 from tests.faults.helpers import (
@@ -32,6 +33,15 @@ from tests.faults.helpers import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 JOBS = 200
+ENV = "SS_FAULT_KILL_AT"
+POINTS = ("before-commit", "during-commit", "before-local", "after-local")
+HOOKS = Path(__file__).resolve().parent / "hooks"  # sitecustomize: SIGKILL at a commit step
+
+
+def killing_env(plan: str) -> dict[str, str]:
+    """The environment that makes a processor kill itself as ``plan`` says."""
+    path = os.pathsep.join([str(HOOKS), os.environ.get("PYTHONPATH", "")])
+    return {ENV: plan, "PYTHONPATH": path}
 
 
 def kill_cycles(
@@ -49,7 +59,7 @@ def kill_cycles(
     for rep in range(reps):
         for phase in phases:
             n = rng.randint(2, 12)
-            proc = procs("scheduler", "a", env={ENV: f"{phase}:{n}"})
+            proc = procs("scheduler", "a", env=killing_env(f"{phase}:{n}"))
             code = proc.wait_exit(180)
             log = proc.this_log()
             assert code == -9, f"rep {rep} {phase}:{n}: exit {code}, not SIGKILL:\n{log[-2000:]}"

@@ -1,29 +1,44 @@
-"""Test-only (tests/faults): SIGSTOP a processor process at a chosen point of its loop.
+"""Test-only (tests/faults): stop or kill a processor process at a chosen point. Put this
+directory first on PYTHONPATH of a processor process; nothing of this is in the package.
 
-Put this directory first on PYTHONPATH of a processor process and set
-``SS_TEST_STOP_AT=<point>`` and ``SS_TEST_STOP_FILE=<path>``. Once ``<path>`` exists, the
-process deletes it, writes the wall-clock time to ``<path>.at`` and SIGSTOPs itself (the whole
-process, every thread, as an external SIGSTOP would) the next time it reaches ``<point>``:
+SIGSTOP: set ``SS_TEST_STOP_AT=<point>`` and ``SS_TEST_STOP_FILE=<path>``. Once ``<path>``
+exists, the process deletes it, writes the wall-clock time to ``<path>.at`` and SIGSTOPs itself
+(the whole process, every thread, as an external SIGSTOP would) the next time it reaches
+``<point>``:
 
 - ``punctuate``: the start of ``Processor._punctuate`` (a poll just returned, the timers are
   about to run), 0.6-0.8 s past a wall-clock second: a dispatcher of 1 s schedules then holds
   the runs due at the next second (emitted 1 s ahead) in its queues;
-- ``commit``: ``TransactionalProducer.commit`` (step 3 of the commit protocol), a transaction
+- ``commit``: ``TransactionalProducer.commit`` (step 4 of the commit protocol), a transaction
   open with its records and offsets sent.
 
-An external SIGSTOP lands at any of these points at random; these make a case deterministic.
+SIGKILL: ``SS_FAULT_KILL_AT=<point>:<n>`` kills the process the n-th time a commit reaches
+``<point>`` (the steps of ``Committer.commit``):
+
+- ``before-commit``: offsets sent (step 3), ``commit_transaction`` not called (step 4);
+- ``during-commit``: a timer kills ``SS_FAULT_DELAY_MS`` (default 2) ms after step 4 starts,
+  so the kill lands while the EndTxn request is in flight (or just after it);
+- ``before-local``: committed (step 4), the local WriteBatch not written (step 5);
+- ``after-local``: after step 5 (the commit returned).
+
+An external SIGSTOP or kill lands at any of these points at random; these make a case
+deterministic.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 POINT = os.environ.get("SS_TEST_STOP_AT", "")
 TRIGGER = Path(os.environ.get("SS_TEST_STOP_FILE", "/nonexistent"))
+KILL_ENV = "SS_FAULT_KILL_AT"
+KILL_POINTS = ("before-commit", "during-commit", "before-local", "after-local")
 
 
 def _stop_if_triggered() -> None:
@@ -62,3 +77,58 @@ def _install() -> None:
 
 if POINT:
     _install()
+
+
+def _kill_plan(value: str) -> tuple[str, int] | None:
+    point, _, count = value.partition(":")
+    if not value:
+        return None
+    if point not in KILL_POINTS or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"{KILL_ENV}={value!r}: expected <{'|'.join(KILL_POINTS)}>:<n >= 1>")
+    return point, int(count)
+
+
+def _install_kill(point: str, n: int) -> None:
+    from schedulerstream.runtime.committer import Committer
+    from schedulerstream.runtime.transaction import TransactionalProducer
+
+    delay_s = int(os.environ.get("SS_FAULT_DELAY_MS", "2")) / 1000
+    seen = [0]
+
+    def kill() -> None:
+        sys.stderr.write(f"fault injection: SIGKILL at {point} #{seen[0]}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def reached() -> bool:
+        seen[0] += 1
+        return seen[0] == n
+
+    if point == "after-local":
+        commit = Committer.commit
+
+        def killing_commit(self: Any, *args: Any, **kwargs: Any) -> bool:
+            done: bool = commit(self, *args, **kwargs)
+            if done and reached():
+                kill()
+            return done
+
+        Committer.commit = killing_commit  # type: ignore[method-assign]
+        return
+    end = TransactionalProducer.commit
+
+    def killing_end(self: Any, attempts: int = 3) -> None:
+        if point == "before-commit" and reached():
+            kill()
+        if point == "during-commit" and reached():
+            threading.Timer(delay_s, kill).start()
+        end(self, attempts)
+        if point == "before-local" and reached():
+            kill()
+
+    TransactionalProducer.commit = killing_end  # type: ignore[method-assign]
+
+
+_PLAN = _kill_plan(os.environ.get(KILL_ENV, ""))
+if _PLAN is not None:
+    _install_kill(*_PLAN)
