@@ -67,7 +67,9 @@ def _publish(state: ApiState, job: JobDefinition, current: JobView | None) -> Jo
     return versioned
 
 
-def _live(state: ApiState, tenant: str, job_id: str) -> JobView:
+def live_job(state: ApiState, tenant: str, job_id: str) -> JobView:
+    """The tenant's job as the API knows it (the read model, or this instance's own write),
+    or 404."""
     view = lookup(state, tenant, job_id)
     if view is None:
         raise not_found("job")
@@ -102,7 +104,7 @@ def put_job(
 @router.get("/{job_id}")
 def get_job(job_id: JobId, tenant: Tenant, state: State) -> JobOut:
     """A job with its status: paused, next fire times, last run."""
-    return _live(state, tenant, job_id).out()
+    return live_job(state, tenant, job_id).out()
 
 
 @router.get("")
@@ -120,7 +122,7 @@ def list_jobs(
 @router.delete("/{job_id}")
 def delete_job(job_id: JobId, tenant: Tenant, state: State) -> DeleteResult:
     """Delete a job: no run starts after the scheduler applies it."""
-    view = _live(state, tenant, job_id)
+    view = live_job(state, tenant, job_id)
     state.publisher.delete_job(job_key(tenant, job_id))
     state.recent.put(tenant, job_id, view.version, None)
     state.metrics.writes.labels("delete").inc()
@@ -130,7 +132,7 @@ def delete_job(job_id: JobId, tenant: Tenant, state: State) -> DeleteResult:
 def _set_paused(
     state: ApiState, tenant: str, job_id: str, paused: bool, reason: str | None = None
 ) -> WriteResult:
-    view = _live(state, tenant, job_id)
+    view = live_job(state, tenant, job_id)
     if view.paused == paused and (reason is None or reason == view.definition.get("paused_reason")):
         return WriteResult(job_id=job_id, version=view.version, paused=paused)
     if view.full is not None:
@@ -168,7 +170,7 @@ def trigger_job(
 ) -> TriggerResult:
     """Run the job now (also while paused); the same request_id never runs twice."""
     body = body or TriggerBody()
-    _live(state, tenant, job_id)
+    live_job(state, tenant, job_id)
     request_id = body.request_id or uuid.uuid4().hex
     key = job_key(tenant, job_id)
     payload = None if body.payload is None else _json(body.payload)
@@ -201,7 +203,7 @@ def backfill_job(job_id: JobId, body: BackfillBody, tenant: Tenant, state: State
     start_us, end_us = instant_us(body.start), instant_us(body.end)
     if end_us <= start_us:
         raise ValidationError("end", "must be after start")
-    view = _live(state, tenant, job_id)
+    view = live_job(state, tenant, job_id)
     job = view.full or stored_definition(_without_secret(view.definition))
     runs = count_runs(job, start_us, min(end_us, _now_us()), MAX_BACKFILL_RUNS)
     request_id = body.request_id or uuid.uuid4().hex

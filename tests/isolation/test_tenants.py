@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 
 from schedulerstream.errors import ValidationError
+from schedulerstream.ids import scheduled_run_id
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
@@ -57,6 +58,11 @@ def job(tenant: str, job_id: str, target: dict[str, Any], **extra: Any) -> JobDe
 def instant_of(run_id: str) -> int:
     stamp = run_id.rsplit("@", 1)[1][:16]
     return int(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()) * SECOND
+
+
+def every_second_run_ids(jobs: list[JobDefinition], since: int, until: int) -> set[str]:
+    """The run ids of every 1 s instant of ``jobs`` in ``[since, until]``."""
+    return {scheduled_run_id(j.key, t) for j in jobs for t in range(since, until + 1, SECOND)}
 
 
 def test_a_tenants_broken_jobs_and_targets_stop_no_other_tenant(
@@ -113,11 +119,7 @@ def test_a_tenants_broken_jobs_and_targets_stop_no_other_tenant(
         def in_window(run_id: str) -> bool:
             return since <= instant_of(run_id) <= until
 
-        expected = {
-            f"{j.key}@{datetime.fromtimestamp(t / SECOND, UTC).strftime('%Y%m%dT%H%M%SZ')}"
-            for j in healthy
-            for t in range(since, until + 1, SECOND)
-        }
+        expected = every_second_run_ids(healthy, since, until)
 
         def delivered() -> dict[str, list[float]] | None:
             arrivals: dict[str, list[float]] = {}
@@ -211,11 +213,7 @@ def test_a_run_record_the_broker_refuses_quarantines_its_job_alone(
     wait_until(lambda: now_us() > until + 2 * SECOND, 40, "the window to pass")
     assert sched.stop() == 0
 
-    expected = {
-        f"{j.key}@{datetime.fromtimestamp(t / SECOND, UTC).strftime('%Y%m%dT%H%M%SZ')}"
-        for j in healthy
-        for t in range(since, until + 1, SECOND)
-    }
+    expected = every_second_run_ids(healthy, since, until)
 
     def delivered() -> dict[str, list[float]] | None:
         arrivals: dict[str, list[float]] = {}

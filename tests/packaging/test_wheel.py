@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from schedulerstream.kafka import topics
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.settings import Settings
+from tests.support.ports import free_port_pair
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,27 +170,12 @@ def test_kafka_up_and_topics_apply_against_the_broker(
     assert wanted <= existing, wanted - existing
 
 
-def _free_port_pair() -> int:
-    """A port p with p + 1 free too (the broker's controller listener)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two consecutive free ports")
-
-
 @pytest.mark.kafka
 def test_a_broker_of_its_own_up_and_down_from_the_wheel(installed: Installed) -> None:
     """`kafka up` starts a broker from the wheel (jars through the packaged pom, cached) and
     `kafka down` stops it."""
     env = {
-        "bootstrap_servers": f"127.0.0.1:{_free_port_pair()}",
+        "bootstrap_servers": f"127.0.0.1:{free_port_pair()}",
         "data_dir": str(installed.empty.parent / "own-broker"),
     }
     up = installed.run("schedulerstream", "kafka", "up", timeout=240, **env)

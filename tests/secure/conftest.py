@@ -5,7 +5,6 @@ data dir: the shared plain test broker is never touched."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -17,21 +16,7 @@ import pytest
 
 from schedulerstream.settings import Settings, load_settings
 from tests.conftest import _delete_topics
-
-
-def _free_port_pair() -> int:
-    """A port p with p + 1 free too (the broker's controller listener)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two consecutive free ports")
+from tests.support.ports import free_port_pair
 
 
 def cli(
@@ -68,7 +53,7 @@ class SecureCluster:
 @pytest.fixture(scope="session")
 def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     data_dir = tmp_path_factory.mktemp("secure-broker")
-    bootstrap = f"127.0.0.1:{_free_port_pair()}"
+    bootstrap = f"127.0.0.1:{free_port_pair()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULERSTREAM_")}
     env.update(SCHEDULERSTREAM_BOOTSTRAP_SERVERS=bootstrap, SCHEDULERSTREAM_DATA_DIR=str(data_dir))
     up = cli(env, "kafka", "up", "--secure")

@@ -15,9 +15,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.api.auth import State
 from schedulerstream.api.errors import not_found
-from schedulerstream.api.jobs import ERRORS, MAX_BACKFILL_RUNS, JobId, count_runs
+from schedulerstream.api.jobs import ERRORS, MAX_BACKFILL_RUNS, JobId, count_runs, live_job
 from schedulerstream.api.schemas import RunDetailOut, RunPage, RunStatus, in_range, iso
-from schedulerstream.api.state import ApiState
 from schedulerstream.api.ui.describe import in_words, status_of, upcoming
 from schedulerstream.api.ui.models import (
     BackfillPreview,
@@ -127,13 +126,6 @@ def _definition(view: JobView) -> JobDefinition | None:
         return None
 
 
-def _job(state: ApiState, tenant: str, job_id: str) -> JobView:
-    view = lookup(state, tenant, job_id)
-    if view is None:
-        raise not_found("job")
-    return view
-
-
 @router.get("/jobs/{job_id}")
 def job_detail(
     job_id: JobId,
@@ -144,7 +136,7 @@ def job_detail(
 ) -> JobDetail:
     """A job with its next ``count`` instants in its zone and their DST notes."""
     owner = viewer.one(tenant)
-    view = _job(state, owner, job_id)
+    view = live_job(state, owner, job_id)
     out = view.out()
     job = _definition(view)
     schedule = view.definition.get("schedule", {})
@@ -196,7 +188,7 @@ def backfill_preview(
     start_us, end_us = instant_us(start), instant_us(end)
     if end_us <= start_us:
         raise ValidationError("end", "must be after start")
-    job = _definition(_job(state, viewer.one(tenant), job_id))
+    job = _definition(live_job(state, viewer.one(tenant), job_id))
     if job is None:
         raise ValidationError("job_id", "the stored definition cannot be rebuilt")
     return BackfillPreview(
