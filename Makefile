@@ -19,9 +19,9 @@ $(STAMP): pyproject.toml setup.py | check-python
 install: $(STAMP)
 
 lint: install
-	$(BIN)/ruff check schedulerstream tests bench
-	$(BIN)/ruff format --check schedulerstream tests bench
-	$(BIN)/mypy schedulerstream
+	$(BIN)/ruff check schedulerstream tests bench harness
+	$(BIN)/ruff format --check schedulerstream tests bench harness
+	$(BIN)/mypy schedulerstream harness
 
 test: lint
 	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider

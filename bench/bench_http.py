@@ -30,10 +30,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.procs import ReceiverProcess
 from schedulerstream.model import HttpTarget as HttpTargetConfig
 from schedulerstream.targets import Delivery, HttpTarget
 from schedulerstream.targets.envelope import envelope_bytes
-from tests.targets.procs import ReceiverProcess
 
 CONCURRENCY = 50
 ROUNDS = 3

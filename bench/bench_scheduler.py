@@ -28,7 +28,7 @@ from schedulerstream.settings import Settings
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_passthrough import measure as passthrough
 from bench.common import bench_broker, dir_bytes, fresh, log_bytes, percentile, progress
-from tests.support.procs import ProcessorProcess
+from harness.procs import ProcessorProcess
 
 SECOND = 1_000_000
 RUNNING = re.compile(r"^(\S+ \S+) INFO .*task (\d+) running: restored (\d+) records \((\w+)\)")

@@ -23,7 +23,7 @@ from schedulerstream.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import broker_pid, drop_topics, progress
-from tests.support.procs import ProcessorProcess
+from harness.procs import ProcessorProcess
 
 RECEIVER = Path(__file__).resolve().parent / "receiver.py"
 # The dispatcher's per-tenant rate limit (default 1000/s) is policy, not capacity: the benches

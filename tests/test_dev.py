@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from harness.procs import settings_env
 from schedulerstream.kafka import topics
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.settings import Settings
-from tests.support.procs import settings_env
 from tests.support.runs import read_runs
 
 pytestmark = pytest.mark.kafka

@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.procs import ProcessorProcess
 from schedulerstream.kafka import clients, topics
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
-from tests.support.procs import ProcessorProcess
 
 pytestmark = pytest.mark.kafka
 Samples = dict[str, list[tuple[dict[str, str], float]]]

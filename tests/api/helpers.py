@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
+from harness.procs import ProcessorProcess, settings_env
 from schedulerstream.readmodel import Changes, JobRow, RunRow, open_read_model
 from schedulerstream.settings import Settings
-from tests.support.procs import ProcessorProcess, settings_env
 
 SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
 

@@ -8,6 +8,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from harness.procs import settings_env
 from schedulerstream.cli.jobs_cmd import backfill, jobs
 from schedulerstream.cli.runs_cmd import runs
 from schedulerstream.codec import default_codec
@@ -17,7 +18,6 @@ from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
 from tests.api.helpers import seed_job, seed_run
 from tests.support.fixtures import Spawn
-from tests.support.procs import settings_env
 
 pytestmark = pytest.mark.kafka
 

@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from harness.procs import settings_env
 from schedulerstream.cli.schedules_cmd import schedules
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.settings import Settings
 from tests.api.helpers import auth, job_body
-from tests.support.procs import settings_env
 
 pytestmark = pytest.mark.kafka
 

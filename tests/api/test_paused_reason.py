@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from harness.procs import settings_env
 from schedulerstream.cli.jobs_cmd import jobs
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.readmodel import Changes, JobRow, open_read_model
 from schedulerstream.settings import Settings
 from tests.api.helpers import auth, job_body
-from tests.support.procs import settings_env
 
 pytestmark = pytest.mark.kafka
 REASON = "target gone: HTTP 410: removed (run acme/gone@20260101T000000Z)"

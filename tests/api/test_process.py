@@ -13,12 +13,12 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from harness.procs import settings_env
 from schedulerstream.cli.tenants_cmd import tenants
 from schedulerstream.settings import Settings
 from tests.api.helpers import ApiProcess, auth, job_body
 from tests.projector.kafka_helpers import ProjectorProcess
 from tests.support.fixtures import Spawn
-from tests.support.procs import settings_env
 
 pytestmark = pytest.mark.kafka
 

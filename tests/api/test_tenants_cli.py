@@ -7,10 +7,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from harness.procs import settings_env
 from schedulerstream.cli.tenants_cmd import tenants
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin, parse_key, secret_hash
-from tests.support.procs import settings_env
 
 pytestmark = pytest.mark.kafka
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.procs import ProcessorProcess, ReceiverProcess
 from schedulerstream.settings import Settings
 from tests.dispatcher.support import Runs
-from tests.support.procs import ProcessorProcess
-from tests.targets.procs import ReceiverProcess
 
 SpawnDispatcher = Callable[..., ProcessorProcess]
 

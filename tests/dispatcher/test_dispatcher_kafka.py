@@ -9,6 +9,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.procs import ReceiverProcess
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.model import KafkaTarget
@@ -25,7 +26,6 @@ from tests.dispatcher.support import (
 )
 from tests.support.runs import read_events
 from tests.targets.helpers import expected_signature
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = pytest.mark.kafka
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from harness.procs import ReceiverProcess, settings_env
 from schedulerstream.api import create_app
 from schedulerstream.cli.jobs_cmd import jobs
 from schedulerstream.codec import default_codec
@@ -28,9 +29,7 @@ from tests.dispatcher.conftest import SpawnDispatcher
 from tests.dispatcher.support import wait_for
 from tests.projector.kafka_helpers import ProjectorProcess
 from tests.support.fixtures import Spawn
-from tests.support.procs import settings_env
 from tests.support.runs import read_runs
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = pytest.mark.kafka
 CODEC = default_codec()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from harness.procs import ReceiverProcess
 from schedulerstream.api import create_app
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.reader import read_topic
@@ -29,7 +30,6 @@ from tests.dispatcher.conftest import SpawnDispatcher
 from tests.dispatcher.support import body, wait_for
 from tests.projector.kafka_helpers import ProjectorProcess
 from tests.support.fixtures import Spawn
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = pytest.mark.kafka
 CODEC = default_codec()

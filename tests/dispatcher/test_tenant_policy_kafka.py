@@ -9,13 +9,13 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from harness.procs import ReceiverProcess
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin, TenantPolicy
 from schedulerstream.tenants.record import TenantLimits
 from tests.dispatcher.conftest import SpawnDispatcher
 from tests.dispatcher.support import Runs, job, wait_for
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = pytest.mark.kafka
 

@@ -21,11 +21,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from harness.procs import ProcessorProcess, settings_env
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
-from tests.support.procs import ProcessorProcess, settings_env
 from tests.support.runs import RunsSeen, gaps, read_events, read_runs
 
 SECOND = 1_000_000

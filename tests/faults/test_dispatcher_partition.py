@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from harness.procs import ReceiverProcess
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
 from tests.faults.broker import ProxiedBroker, TcpProxy
@@ -33,7 +34,6 @@ from tests.faults.helpers import (
 )
 from tests.faults.test_dispatcher_zombie import ANSWER_MS, JOBS, fenced, lateness_of, webhook_jobs
 from tests.support.runs import read_runs
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 MARGIN_S = 1.0  # a commit interval (0.1 s) and the request's way to the receiver, generously

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from harness.procs import ReceiverProcess
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
@@ -47,7 +48,6 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.support.runs import read_runs
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 JOBS = 20

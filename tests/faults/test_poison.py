@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.procs import ReceiverProcess
 from schedulerstream.dispatcher.backoff import backoff_us
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.kafka.clients import producer_config
@@ -36,7 +37,6 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.support.runs import read_runs
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 HOUR_MS = 3_600_000

@@ -1,5 +1,5 @@
 """Misbehaving receivers, process level: a scheduler and a dispatcher process deliver webhooks
-to a real receiver process (tests/targets/receiver.py) and to a black hole in the test.
+to a real receiver process (harness/webhook_receiver.py) and to a black hole in the test.
 
 - ``hang``: the receiver reads the request and never answers (/hang);
 - ``blackhole``: a TCP listener that accepts and never reads nor answers;
@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from harness.procs import ReceiverProcess
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
@@ -43,7 +44,6 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.support.runs import read_events, read_runs
-from tests.targets.procs import ReceiverProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 TIMEOUT_S = 2

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.procs import ReceiverProcess
 from schedulerstream.errors import ValidationError
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.kafka.clients import producer_config
@@ -38,7 +39,7 @@ from tests.isolation.helpers import (
     p99,
 )
 from tests.support.runs import read_events
-from tests.targets.procs import ElasticMQ, ReceiverProcess
+from tests.targets.procs import ElasticMQ
 
 pytestmark = [pytest.mark.kafka]
 HEALTHY_JOBS = 4

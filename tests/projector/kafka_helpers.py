@@ -12,13 +12,13 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.procs import ProcessorProcess, settings_env
 from schedulerstream.kafka import clients
 from schedulerstream.projector.topology import ProjectorTopology
 from schedulerstream.readmodel import ReadModel
 from schedulerstream.runtime import Processor, TaskState
 from schedulerstream.settings import Settings
 from tests.runtime.rt_helpers import end_offsets, read_all
-from tests.support.procs import ProcessorProcess, settings_env
 
 INPUTS = ("schedules", "runs", "attempts")
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.procs import ProcessorProcess, settings_env
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
 from tests.support.fixtures import Spawn
-from tests.support.procs import ProcessorProcess, settings_env
 from tests.support.runs import gaps, read_events, read_runs
 
 pytestmark = pytest.mark.kafka

@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from harness.procs import ProcessorProcess, ReceiverProcess, settings_env
 from schedulerstream.kafka import acls, topics
 from schedulerstream.kafka.access import check_access
 from schedulerstream.kafka.clients import base_config, consumer_config, producer_config
@@ -29,9 +30,7 @@ from schedulerstream.tenants import TenantAdmin
 from tests.api.helpers import ApiProcess, auth
 from tests.projector.kafka_helpers import ProjectorProcess
 from tests.secure.conftest import SecureCluster, cli
-from tests.support.procs import ProcessorProcess, settings_env
 from tests.targets.helpers import expected_signature
-from tests.targets.procs import ReceiverProcess
 from tests.worker.support import WorkerProcess
 
 pytestmark = pytest.mark.kafka

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.procs import ProcessorProcess
 from schedulerstream.kafka import topics
 from schedulerstream.settings import Settings
-from tests.support.procs import ProcessorProcess
 
 Spawn = Callable[..., ProcessorProcess]
 

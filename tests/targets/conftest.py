@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.targets.procs import ElasticMQ, ReceiverProcess
+from harness.procs import ReceiverProcess
+from tests.targets.procs import ElasticMQ
 
 
 @pytest.fixture(scope="session")

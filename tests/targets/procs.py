@@ -1,21 +1,18 @@
-"""Real server processes for target tests and benches: the webhook receiver and ElasticMQ."""
+"""ElasticMQ, a real SQS-compatible server process for the SQS target tests."""
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
-RECEIVER = Path(__file__).resolve().parent / "receiver.py"
+from harness.procs import stop_process
+
 ELASTICMQ_VERSION = "1.6.16"
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -38,55 +35,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _stop(process: subprocess.Popen[bytes] | None) -> None:
-    if process is not None and process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-class ReceiverProcess:
-    """``tests/targets/receiver.py`` on 127.0.0.1, a free port, in its own process."""
-
-    def __init__(self, record: bool = True) -> None:
-        self.record = record
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0) -> ReceiverProcess:
-        command = [sys.executable, str(RECEIVER), "--port", "0"]
-        if not self.record:
-            command.append("--no-record")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE)
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline().decode() if ready else ""
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"receiver did not start (said {line!r})")
-        self.port = int(line.split()[-1])
-        return self
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def requests(self, webhook_id: str | None = None) -> list[dict[str, Any]]:
-        """Recorded requests (of one webhook id), headers as a lower-cased dict."""
-        with urllib.request.urlopen(self.url("/_requests"), timeout=10) as answer:
-            found: list[dict[str, Any]] = json.load(answer)
-        for entry in found:
-            entry["headers"] = {k.lower(): v for k, v in entry["headers"]}
-        if webhook_id is None:
-            return found
-        return [r for r in found if r["headers"].get("webhook-id") == webhook_id]
-
-    def stop(self) -> None:
-        _stop(self.process)
 
 
 class ElasticMQ:
@@ -159,4 +107,4 @@ class ElasticMQ:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process)

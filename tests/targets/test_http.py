@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from harness.procs import ReceiverProcess
 from schedulerstream.clock import ManualClock
 from schedulerstream.model import HttpTarget as HttpTargetConfig
 from schedulerstream.settings import Settings
@@ -20,7 +21,7 @@ from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.http import parse_retry_after
 from schedulerstream.targets.stall import LoopStallMonitor
 from tests.targets.helpers import SECRET, delivery, expected_signature, http_config
-from tests.targets.procs import ReceiverProcess, free_port
+from tests.targets.procs import free_port
 
 T0_US = 1_700_000_000_000_000
 

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.procs import ReceiverProcess
 from schedulerstream.targets import HttpTarget, Outcome, ssrf
 from schedulerstream.targets.ssrf import BlockedAddressError, GuardedResolver, blocked_reason
 from tests.targets.helpers import FakeResolver, delivery, http_config
-from tests.targets.procs import ReceiverProcess
 
 BLOCKED = [
     "0.0.0.0",

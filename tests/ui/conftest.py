@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
+from harness.procs import ProcessorProcess, ReceiverProcess
 from schedulerstream.kafka import topics
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin
 from tests.api.helpers import ApiProcess
 from tests.conftest import _delete_topics
 from tests.projector.kafka_helpers import ProjectorProcess
-from tests.support.procs import ProcessorProcess
-from tests.targets.procs import ReceiverProcess
 from tests.ui.browser import FLAGS, ensure_chromium
 
 OPERATOR_KEY = "op_" + uuid.uuid4().hex

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from harness.procs import settings_env
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
@@ -23,7 +24,6 @@ from schedulerstream.settings import Settings
 from schedulerstream.targets.worker import WorkerEvent
 from schedulerstream.worker import WorkerRunner
 from tests.dispatcher.support import CODEC, attempt_events, kinds, wait_for
-from tests.support.procs import settings_env
 from tests.support.runs import read_events
 from tests.worker.apps import app
 

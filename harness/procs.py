@@ -1,15 +1,23 @@
-"""Real processor processes for tests: start, SIGTERM, SIGKILL, SIGSTOP/SIGCONT."""
+"""Real local processes that the tests and the benches start: ``schedulerstream <component>``
+(start, SIGTERM, SIGKILL, SIGSTOP/SIGCONT) and the scripted webhook receiver
+(harness/webhook_receiver.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from schedulerstream.settings import Settings
+
+RECEIVER = Path(__file__).resolve().parent / "webhook_receiver.py"
 
 
 def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:
@@ -90,3 +98,53 @@ class ProcessorProcess:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL when it is still running after ``timeout``."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+
+class ReceiverProcess:
+    """``harness/webhook_receiver.py`` on 127.0.0.1, a free port, in its own process."""
+
+    def __init__(self, record: bool = True) -> None:
+        self.record = record
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> ReceiverProcess:
+        command = [sys.executable, str(RECEIVER), "--port", "0"]
+        if not self.record:
+            command.append("--no-record")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline().decode() if ready else ""
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"receiver did not start (said {line!r})")
+        self.port = int(line.split()[-1])
+        return self
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def requests(self, webhook_id: str | None = None) -> list[dict[str, Any]]:
+        """Recorded requests (of one webhook id), headers as a lower-cased dict."""
+        with urllib.request.urlopen(self.url("/_requests"), timeout=10) as answer:
+            found: list[dict[str, Any]] = json.load(answer)
+        for entry in found:
+            entry["headers"] = {k.lower(): v for k, v in entry["headers"]}
+        if webhook_id is None:
+            return found
+        return [r for r in found if r["headers"].get("webhook-id") == webhook_id]
+
+    def stop(self) -> None:
+        stop_process(self.process)

@@ -1,6 +1,6 @@
 """A webhook receiver for tests and benches, run in its own process:
 
-    python tests/targets/receiver.py --port N   (0: any free port; prints "listening on PORT")
+    python harness/webhook_receiver.py --port N   (0: any free port; prints "listening on PORT")
 
 Behaviour by path (any method): /ok, /fail-then-ok/<n> (503 n times per webhook-id, then 200),
 /429?after=<Retry-After value> (default "2"), /503?after=<value>, /hang (never answers),
@@ -41,6 +41,7 @@ class Receiver:
                 return web.json_response({"cleared": True})
             return web.json_response(self.requests)
         body = await request.read()
+        transport = request.transport
         entry: Record = {
             "method": request.method,
             "path": request.path,
@@ -48,7 +49,7 @@ class Receiver:
             "headers": [[k, v] for k, v in request.headers.items()],
             "body_b64": base64.b64encode(body).decode(),
             "received_at": time.time(),
-            "peer": list(request.transport.get_extra_info("peername") or []),
+            "peer": list(transport.get_extra_info("peername") or []) if transport else [],
             "disconnected": False,
         }
         if self.record:
