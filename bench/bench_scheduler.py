@@ -1,5 +1,11 @@
-"""Scheduler figures: emit throughput vs a raw transactional passthrough, a top-of-the-hour
+"""Scheduler figures: emit throughput vs a like-for-like passthrough, a top-of-the-hour
 burst with a small tenant in the same instant, state size per job, restore and takeover.
+
+``scheduler_runs_per_s`` is the throughput of one scheduler process: runs of the burst seen by
+a read_committed consumer per second of their commit span. ``passthrough_per_s`` is the same
+per-run work without the scheduler's logic (bench_passthrough: one consume, one state write
+and its changelog record, one produce of a run record of the scheduler's size, same commit
+interval), records per second of wall time of one process.
 
     .venv/bin/python bench/bench_scheduler.py --jobs 100000 [--quick]
 
@@ -27,7 +33,16 @@ from schedulerstream.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_passthrough import measure as passthrough
-from bench.common import bench_broker, dir_bytes, fresh, log_bytes, percentile, progress
+from bench.common import (
+    bench_broker,
+    dir_bytes,
+    fresh,
+    log_bytes,
+    percentile,
+    progress,
+    start_profile,
+    summarize_profile,
+)
 from harness.procs import ProcessorProcess
 
 SECOND = 1_000_000
@@ -117,9 +132,12 @@ def watch_burst(
 
 
 def burst(
-    base: Settings, big: int, small: int, log_dir: Path, burst_lead_ms: int
-) -> tuple[dict[str, Any], Settings, ProcessorProcess]:
-    """One tenant's ``big`` jobs and another's ``small`` due at one instant."""
+    base: Settings, big: int, small: int, log_dir: Path, burst_lead_ms: int,
+    profile_s: float = 0.0,
+) -> tuple[dict[str, Any], Settings, ProcessorProcess]:  # fmt: skip
+    """One tenant's ``big`` jobs and another's ``small`` due at one instant; with
+    ``profile_s``, a py-spy profile of the scheduler from now to ``profile_s`` after it
+    (``profile``: its summary; idle samples are not counted)."""
     interval = 3600  # hourly jobs: exactly one instant falls inside the run
     settings = fresh(base, burst_lead_ms=burst_lead_ms)
     proc = ProcessorProcess(
@@ -141,7 +159,14 @@ def burst(
     if instant - now < (burst_lead_ms + 2000) * 1000:
         raise RuntimeError("ingest took too long: the burst began before all jobs were loaded")
     progress(f"waiting for the burst at {_hms(instant)}")
+    spy, profile_path = None, log_dir / f"scheduler-burst-{burst_lead_ms}.profile"
+    if profile_s and proc.process is not None:
+        spy = start_profile(proc.process.pid, (instant - now) / 1e6 + profile_s, profile_path)
     seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600)
+    profile = None
+    if spy is not None:
+        spy.wait(timeout=(instant - now) / 1e6 + profile_s + 60)
+        profile = summarize_profile(profile_path)
     arrivals = [a for _, _, a in seen]
     late_ms = [(a - instant) / 1000 for _, _, a in seen]
     small_ms = [(a - instant) / 1000 for t, _, a in seen if t == "small"]
@@ -158,6 +183,7 @@ def burst(
             "burst_small_tenant_p99_ms": round(percentile(small_ms, 99), 1),
             "publish_jobs_per_s": round((big + small) / produce_s),
             "ingest_jobs_per_s": round((big + small) / (produce_s + ingest_s)),
+            **({"profile": profile} if profile is not None else {}),
         },
         settings,
         proc,
@@ -228,7 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=100)
-    parser.add_argument("--passthrough-records", type=int, default=200_000)
+    parser.add_argument("--passthrough-records", type=int, default=0, help="default: --jobs")
     parser.add_argument(
         "--skip-nolead", action="store_true", help="only the default (burst lead) burst run"
     )
@@ -236,9 +262,13 @@ def main() -> None:
     base = bench_broker()
     log_dir = Path(base.data_dir).parent / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
-    progress(f"passthrough baseline: {args.passthrough_records} records")
-    raw = passthrough(fresh(base, apply=False), args.passthrough_records)
-    figures: dict[str, Any] = {"passthrough_per_s": raw["records_per_s"]}
+    records = args.passthrough_records or args.jobs
+    progress(f"passthrough baseline: {records} records")
+    raw = passthrough(fresh(base, apply=False), records)
+    figures: dict[str, Any] = {
+        "passthrough_per_s": raw["records_per_s"],
+        "passthrough_baseline": raw["baseline"],
+    }
     if not args.skip_nolead:
         progress("burst without the burst lead (raw emission rate and lateness)")
         raw_burst, settings, proc = burst(base, args.jobs, args.small, log_dir, burst_lead_ms=0)

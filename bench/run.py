@@ -97,6 +97,7 @@ class Run:
         finally:
             drop_topics(settings)
         self.figures["passthrough_per_s"] = raw["records_per_s"]
+        self.figures["passthrough_baseline"] = raw["baseline"]
         self.figures["passthrough_records"] = records
         self._ratio("scheduler_vs_passthrough", "scheduler_runs_per_s", "passthrough_per_s")
 
