@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schedulerstream import client_properties as kafka_properties
+from schedulerstream.contracts.topic_names import TopicNames, topic_names
 from schedulerstream.errors import ConfigError
 from schedulerstream.limits import RecordLimits
 
@@ -84,8 +85,14 @@ class Settings(BaseSettings):
         """The user's Kafka client properties: the file's, then the variables'."""
         return kafka_properties.client_properties(self.kafka_config_file, self.kafka_properties)
 
+    @property
+    def topics(self) -> TopicNames:
+        """The full names of the topics declared in topologies/topics.toml."""
+        return topic_names(self.topic_prefix)
+
     def topic(self, name: str) -> str:
-        """The full topic name for a logical name such as ``schedules``."""
+        """The full name of a topic topics.toml does not declare (Connect's internal ones, a
+        test topology's own); a declared topic's name is an attribute of ``topics``."""
         return f"{self.topic_prefix}{name}"
 
 

@@ -20,13 +20,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "schedulerstream"
 
 # The pure core: job model and validation, time/cron engine, ids, partitioner, codecs, limits,
-# errors, clock, settings. Imports nothing else of the package and is tested without a broker.
+# errors, clock, settings, and the contracts (topic names, policy values, the worker wire format)
+# every layer above shares. Imports nothing else of the package and is tested without a broker.
 CORE = frozenset(
     {
         "__init__",
         "client_properties",
         "clock",
         "codec",
+        "contracts",
         "durations",
         "errors",
         "histogram",

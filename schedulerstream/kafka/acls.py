@@ -55,11 +55,11 @@ def _processor(
     ``{prefix}{name}-{instance}``, its changelog, and the rejected topic. Its restore consumers
     (group id ``{prefix}{name}-restore``) only assign partitions at explicit offsets and never
     reach the group coordinator: they need no group ACL (tests/secure restores with none)."""
-    t, group = settings.topic, f"{settings.topic_prefix}{name}"
+    group = f"{settings.topic_prefix}{name}"
     return [
-        *_topics([t(n) for n in inputs], "Read"),
-        *_topics([t(changelog)], "Read", "Write"),
-        *_topics([t(n) for n in (*outputs, "rejected")], "Write"),
+        *_topics(inputs, "Read"),
+        *_topics([changelog], "Read", "Write"),
+        *_topics([*outputs, settings.topics.rejected], "Write"),
         Need(GROUP, LITERAL, group, "Read"),
         Need(TRANSACTIONAL_ID, PREFIXED, f"{group}-", "Write"),
     ]
@@ -70,7 +70,7 @@ def _tenants_reader(settings: Settings) -> list[Need]:
     throwaway group id ``schedulerstream-tenants-<random>`` is not under the topic prefix; the
     client still looks up its coordinator, which takes Describe on the group."""
     return [
-        *_topics([settings.topic("tenants")], "Read"),
+        *_topics([settings.topics.tenants], "Read"),
         Need(GROUP, PREFIXED, "schedulerstream-tenants-", "Describe"),
     ]
 
@@ -83,15 +83,15 @@ def needs(
 ) -> list[Need]:
     """What ``component`` needs. ``pools``: the worker pools (none: every pool, by prefix);
     ``target_topics``: the dispatcher's Kafka target topics (``name*`` for a prefix)."""
-    t = settings.topic
-    tiers = [tier.name[len(settings.topic_prefix) :] for tier in retry_tiers(settings)]
-    work = settings.topic("work.")
+    t = settings.topics
+    tiers = [tier.name for tier in retry_tiers(settings)]
+    work = t.work_prefix
     if component == "scheduler":
-        found = _processor(settings, "scheduler", ("schedules", "commands"),
-                           ("runs", "attempts", "schedules"), "scheduler-state")  # fmt: skip
+        found = _processor(settings, "scheduler", (t.schedules, t.commands),
+                           (t.runs, t.attempts, t.schedules), t.scheduler_state)  # fmt: skip
     elif component == "dispatcher":
-        found = _processor(settings, "dispatcher", ("runs", "commands", "worker-events", *tiers),
-                           ("attempts", "commands", *tiers), "dispatcher-state")  # fmt: skip
+        found = _processor(settings, "dispatcher", (t.runs, t.commands, t.worker_events, *tiers),
+                           (t.attempts, t.commands, *tiers), t.dispatcher_state)  # fmt: skip
         found += _tenants_reader(settings)
         # work.<pool> topics are created on a pool's first job (kafka/topics.ensure_work_topic)
         found += _topics([work], "Create", "DescribeConfigs", "Write", pattern=PREFIXED)
@@ -99,15 +99,15 @@ def needs(
             prefix = topic.endswith("*")
             found += _topics([topic.rstrip("*")], "Write", pattern=PREFIXED if prefix else LITERAL)
     elif component == "projector":
-        found = _processor(settings, "projector", ("schedules", "runs", "attempts"),
-                           ("run-state",), "projector-state")  # fmt: skip
+        found = _processor(settings, "projector", (t.schedules, t.runs, t.attempts),
+                           (t.run_state,), t.projector_state)  # fmt: skip
     elif component == "api":
         found = [
-            *_topics([t("schedules"), t("commands")], "Write"),
+            *_topics([t.schedules, t.commands], "Write"),
             *_tenants_reader(settings),
         ]
     elif component == "worker":
-        found = _topics([t("worker-events")], "Write")
+        found = _topics([t.worker_events], "Write")
         for pool in pools:
             if not POOL_NAME.fullmatch(pool):
                 raise ValidationError("pool", f"{pool!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
@@ -123,7 +123,7 @@ def needs(
         found = [
             Need(GROUP, LITERAL, settings.topic("connect"), "Read"),
             *_topics([internal], "Read", "Write", "Create", "DescribeConfigs", pattern=PREFIXED),
-            *_topics([t("attempts"), t("run-state")], "Read"),  # the sinks of topologies/connect
+            *_topics([t.attempts, t.run_state], "Read"),  # the sinks of topologies/connect
             Need(GROUP, PREFIXED, f"connect-{settings.topic_prefix}", "Read"),  # sink groups
         ]
     else:

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from schedulerstream.contracts.topic_names import DECLARED, WORK_TEMPLATE
 from schedulerstream.errors import BrokerError, TopologyError, ValidationError
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.resources import topologies_dir
@@ -155,6 +156,16 @@ def _declaration(
     )
 
 
+def _check_names(declared: set[str], path: Path) -> None:
+    """The declarations must be exactly the topics the code names (contracts/topic_names.py)."""
+    unnamed, undeclared = sorted(declared - set(DECLARED)), sorted(set(DECLARED) - declared)
+    if unnamed or undeclared:
+        raise TopologyError(
+            f"{path.name} disagrees with TopicNames: declared but not named {unnamed}, "
+            f"named but not declared {undeclared}"
+        )
+
+
 @lru_cache(maxsize=4)
 def load_topology(path: Path = TOPOLOGY_PATH) -> Topology:
     """Parse and check ``topics.toml`` (cached per path)."""
@@ -175,12 +186,13 @@ def load_topology(path: Path = TOPOLOGY_PATH) -> Topology:
     )
     if not topics:
         raise TopologyError(f"{path.name}: no [topics.*] declared")
+    _check_names({t.logical for t in topics}, path)
     template = document.get("templates", {}).get("work")
-    if not isinstance(template, dict) or template.get("name") != "work.{pool}":
+    if not isinstance(template, dict) or template.get("name") != WORK_TEMPLATE:
         raise TopologyError(
-            f'{path.name}: [templates.work] with name = "work.{{pool}}" is required'
+            f'{path.name}: [templates.work] with name = "{WORK_TEMPLATE}" is required'
         )
-    work = _declaration("work.{pool}", template, defaults, path)
+    work = _declaration(WORK_TEMPLATE, template, defaults, path)
     return Topology(topics=topics, work=work, source=path)
 
 
@@ -240,7 +252,8 @@ def work_topic_spec(settings: Settings, pool: str, path: Path = TOPOLOGY_PATH) -
     if not POOL_NAME.fullmatch(pool):
         raise ValidationError("pool", f"{pool!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
     work = load_topology(path).work
-    return _resolve(work, f"work.{pool}", settings.topic_prefix, settings.partitions)
+    logical = WORK_TEMPLATE.format(pool=pool)
+    return _resolve(work, logical, settings.topic_prefix, settings.partitions)
 
 
 # -- cluster inspection ----------------------------------------------------------------------
@@ -552,7 +565,7 @@ def describe(
     declared = list(specs(settings, path))
     admin = _admin(settings)
     cluster = _partition_counts(admin, settings, timeout)
-    work_prefix = settings.topic("work.")
+    work_prefix = settings.topics.work_prefix
     for name in sorted(cluster):
         if name.startswith(work_prefix):
             pool = name[len(work_prefix) :]
@@ -565,7 +578,7 @@ def describe(
         actual = configs.get(t.name, {})
         count = cluster.get(t.name)
         problems: tuple[str, ...] = ()
-        if count is not None and t.logical.startswith("work."):
+        if count is not None and t.name.startswith(work_prefix):
             # Any partition count is fine for a worker pool; only compaction is wrong.
             if COMPACT in _policy_set(actual.get("cleanup.policy", DELETE)):
                 problems = (f"{t.name} is compacted",)
