@@ -75,7 +75,7 @@ class TargetTopics:
         self.settings = settings
         self.report = report
         self.codec = codec or default_codec()
-        self.topic = settings.topic("schedules")
+        self.topic = settings.topics.schedules
         self.known: set[str] = set()  # exist (created here or found)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

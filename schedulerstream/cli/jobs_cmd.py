@@ -170,7 +170,7 @@ def _runs_consumer(settings: Settings) -> Consumer:
     config = restore_consumer_config(settings, f"schedulerstream-backfill-{uuid.uuid4().hex[:8]}")
     config["enable.partition.eof"] = False
     consumer = Consumer(config)
-    topic = settings.topic("runs")
+    topic = settings.topics.runs
     info = consumer.list_topics(topic, timeout=10).topics[topic]
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in info.partitions])
     while not consumer.assignment():

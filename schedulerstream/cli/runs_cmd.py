@@ -64,7 +64,7 @@ def tail(from_beginning: bool, idle_timeout: float, as_json: bool, with_revocati
     settings = load_settings()
     codec = default_codec()
     try:
-        for message in read_topic(settings, settings.topic("runs"), from_beginning, idle_timeout):
+        for message in read_topic(settings, settings.topics.runs, from_beginning, idle_timeout):
             try:
                 name, record = codec.decode(message.value())
             except CodecError as exc:

@@ -86,8 +86,8 @@ class DispatcherTopology(Topology):
         self.clock: Clock = clock or SystemClock()
         # per-tenant weights and limits from cron.tenants, live (tests may inject a fixed one)
         self.tenants = tenants if tenants is not None else TenantPolicy.following(settings, 5.0)
-        self.runs_topic = settings.topic("runs")
-        self.commands_topic = settings.topic("commands")
+        self.runs_topic = settings.topics.runs
+        self.commands_topic = settings.topics.commands
         tiers = tuple((t.name, (t.delay_ms or 0) * 1000) for t in retry_tiers(settings))
         self.tier_delay_us = dict(tiers)
         self.limits = Limits(
@@ -99,7 +99,7 @@ class DispatcherTopology(Topology):
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
-            Topics(settings.topic("attempts"), tiers, commands=settings.topic("commands")),
+            Topics(settings.topics.attempts, tiers, commands=settings.topics.commands),
             self.limits,
             settings.instance_id,
             weights=self.tenants.weights,
@@ -113,7 +113,7 @@ class DispatcherTopology(Topology):
         self._applied: dict[int, list[Completion]] = defaultdict(list)
         self._unsent: dict[int, list[Start]] = defaultdict(list)  # waiting for the commit
         self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
-        self.worker_events_topic = settings.topic("worker-events")
+        self.worker_events_topic = settings.topics.worker_events
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
@@ -131,11 +131,11 @@ class DispatcherTopology(Topology):
 
     @property
     def changelog_topic(self) -> str:
-        return self.settings.topic("dispatcher-state")
+        return self.settings.topics.dispatcher_state
 
     @property
     def owned_topics(self) -> Sequence[str]:
-        return (self.settings.topic("attempts"), self.commands_topic, *self.tier_delay_us)
+        return (self.settings.topics.attempts, self.commands_topic, *self.tier_delay_us)
 
     def process(self, ctx: TaskContext, message: Any) -> None:
         key: bytes | None = message.key()
@@ -356,7 +356,7 @@ class DispatcherTopology(Topology):
 
     def _tell_worker(self, ctx: TaskContext, lease: Lease, reason: str) -> None:
         """A cancel record for ``lease``'s attempt on its pool's topic."""
-        topic = self._work_topics.get(lease.pool) or self.settings.topic(f"work.{lease.pool}")
+        topic = self._work_topics.get(lease.pool) or self.settings.topics.work(lease.pool)
         value = cancel_value(lease.run_id, lease.attempt, reason, ctx.partition)
         ctx.produce(topic, lease.run_id.encode(), value, None)
 

@@ -71,11 +71,11 @@ class ProjectorTopology(Topology):
         self.read_model = read_model
         self.retry_s = retry_s
         self._name = name
-        self.schedules_topic = settings.topic("schedules")
-        self.runs_topic = settings.topic("runs")
-        self.attempts_topic = settings.topic("attempts")
-        self.run_state_topic = settings.topic("run-state")
-        self._changelog = changelog_topic or settings.topic("projector-state")
+        self.schedules_topic = settings.topics.schedules
+        self.runs_topic = settings.topics.runs
+        self.attempts_topic = settings.topics.attempts
+        self.run_state_topic = settings.topics.run_state
+        self._changelog = changelog_topic or settings.topics.projector_state
         self.codec = codec or default_codec()
         self.projection = Projection(self.codec, keep_per_job, limits=settings.record_limits())
         self._batches: dict[int, Batch] = {}

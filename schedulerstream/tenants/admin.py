@@ -33,7 +33,7 @@ class TenantAdmin:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topic = settings.topic("tenants")
+        self.topic = settings.topics.tenants
 
     def records(self) -> dict[str, TenantRecord]:
         """The latest record of every tenant."""

@@ -26,7 +26,7 @@ def tenants_consumer(settings: Settings) -> Consumer:
     config = restore_consumer_config(settings, f"schedulerstream-tenants-{uuid.uuid4().hex[:8]}")
     config["fetch.wait.max.ms"] = 50
     consumer = Consumer(config)
-    consumer.assign([TopicPartition(settings.topic("tenants"), 0, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(settings.topics.tenants, 0, OFFSET_BEGINNING)])
     return consumer
 
 
@@ -53,12 +53,12 @@ def read_all(settings: Settings, timeout: float = 30.0) -> Snapshot:
         while True:
             message = consumer.poll(timeout)
             if message is None:
-                raise SchedulerStreamError(f"no answer reading {settings.topic('tenants')}")
+                raise SchedulerStreamError(f"no answer reading {settings.topics.tenants}")
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     return records
-                raise SchedulerStreamError(f"reading {settings.topic('tenants')}: {error}")
+                raise SchedulerStreamError(f"reading {settings.topics.tenants}: {error}")
             apply_message(records, message)
     finally:
         consumer.close()

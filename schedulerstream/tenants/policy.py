@@ -77,7 +77,7 @@ class TenantPolicy:
         follower = TenantFollower(settings, policy.update, name="tenant-policy")
         policy._follower = follower.start()
         if wait_s > 0 and not follower.wait_ready(wait_s):
-            topic, why = settings.topic("tenants"), follower.error or "no answer"
+            topic, why = settings.topics.tenants, follower.error or "no answer"
             log.warning("%s not read in %g s (%s): defaults until it is", topic, wait_s, why)
         return policy
 

@@ -66,8 +66,8 @@ class WorkerRunner:
         self.worker_id = worker_id or settings.instance_id
         self.clock: Clock = clock or SystemClock()
         self.drain_s = drain_s
-        self.topic = settings.topic(f"work.{pool}")
-        self.events_topic = settings.topic("worker-events")
+        self.topic = settings.topics.work(pool)
+        self.events_topic = settings.topics.worker_events
         self.group_id = self.topic
         self.counters: Counter[str] = Counter()
         self._execution = Execution()
