@@ -68,7 +68,7 @@ class Topics:
     runs: str
     attempts: str
     rejected: str
-    schedules: str = "cron.schedules"  # the scheduler writes a PauseJob's paused version here
+    schedules: str  # the scheduler writes a PauseJob's paused version here
 
 
 @dataclass
