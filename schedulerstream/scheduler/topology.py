@@ -44,8 +44,8 @@ class SchedulerTopology(Topology):
 
     def __init__(self, settings: Settings, codec: Codec | None = None) -> None:
         self.settings = settings
-        self.schedules_topic = settings.topic("schedules")
-        self.commands_topic = settings.topic("commands")
+        self.schedules_topic = settings.topics.schedules
+        self.commands_topic = settings.topics.commands
         timers = TimerSettings(
             lookahead_us=settings.lookahead_ms * 1000,
             grace_us=settings.misfire_grace_ms * 1000,
@@ -56,9 +56,9 @@ class SchedulerTopology(Topology):
         self.logic = SchedulerLogic(
             codec or default_codec(),
             Topics(
-                settings.topic("runs"),
-                settings.topic("attempts"),
-                settings.topic("rejected"),
+                settings.topics.runs,
+                settings.topics.attempts,
+                settings.topics.rejected,
                 schedules=self.schedules_topic,
             ),
             timers,
@@ -67,7 +67,7 @@ class SchedulerTopology(Topology):
             backfill_chunk=settings.backfill_chunk,
             limits=settings.record_limits(),
         )
-        self.trigger_lateness = TriggerLateness(self.logic.codec, settings.topic("runs"))
+        self.trigger_lateness = TriggerLateness(self.logic.codec, settings.topics.runs)
 
     @property
     def name(self) -> str:
@@ -79,11 +79,11 @@ class SchedulerTopology(Topology):
 
     @property
     def changelog_topic(self) -> str:
-        return self.settings.topic("scheduler-state")
+        return self.settings.topics.scheduler_state
 
     @property
     def owned_topics(self) -> Sequence[str]:
-        return (self.settings.topic("runs"), self.settings.topic("attempts"),
+        return (self.settings.topics.runs, self.settings.topics.attempts,
                 self.schedules_topic)  # fmt: skip
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
