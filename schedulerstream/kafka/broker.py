@@ -9,12 +9,9 @@ PLAINTEXT (its files: schedulerstream/kafka/secure.py); a data dir made secure s
 from __future__ import annotations
 
 import os
-import resource
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +20,7 @@ from typing import Any
 
 from schedulerstream.errors import BrokerError
 from schedulerstream.kafka import secure as secured
+from schedulerstream.kafka.javaproc import JavaProcess, java_executable
 from schedulerstream.resources import pom
 from schedulerstream.settings import Settings
 
@@ -144,6 +142,7 @@ class LocalBroker:
         self.paths = BrokerPaths(Path(settings.data_dir).resolve() / "kafka")
         self.secure_files = secured.SecureFiles(self.paths.root / "secure")
         self.secure = secure or self.secure_files.exists()
+        self.process = JavaProcess("broker", self.paths.pid, self.paths.log, BrokerError)
 
     # -- jars -------------------------------------------------------------------------------
     def jars_dir(self) -> Path:
@@ -171,15 +170,6 @@ class LocalBroker:
         shutil.rmtree(cached, ignore_errors=True)
         partial.rename(cached)
         return cached
-
-    def _java(self) -> str:
-        java_home = os.environ.get("JAVA_HOME")
-        if java_home and (Path(java_home) / "bin" / "java").exists():
-            return str(Path(java_home) / "bin" / "java")
-        java = shutil.which("java")
-        if java is None:
-            raise BrokerError("java is not on PATH and JAVA_HOME is not set (Java 17+ needed)")
-        return java
 
     # -- config and storage ------------------------------------------------------------------
     def _write_config(self) -> None:
@@ -222,7 +212,7 @@ class LocalBroker:
         if (self.paths.data / "meta.properties").exists():
             return
         command = [
-            self._java(), "-cp", f"{jars}/*", "kafka.tools.StorageTool", "format",
+            java_executable(BrokerError), "-cp", f"{jars}/*", "kafka.tools.StorageTool", "format",
             "-t", uuid.uuid4().hex[:22], "-c", str(self.paths.config), "--ignore-formatted",
         ]  # fmt: skip
         if self.secure:
@@ -234,11 +224,7 @@ class LocalBroker:
     # -- process -----------------------------------------------------------------------------
     def recorded_pid(self) -> int | None:
         """The pid of the broker this data dir started, if that process is alive."""
-        try:
-            pid = int(self.paths.pid.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if _alive(pid) else None
+        return self.process.recorded_pid()
 
     def answers(self) -> bool:
         from schedulerstream.kafka.clients import base_config
@@ -275,56 +261,23 @@ class LocalBroker:
     def start_process(self, jars: Path | None = None) -> int:
         """Launch the broker JVM detached and record its pid (no waiting)."""
         jars = jars or self.jars_dir()
-        command = [
-            self._java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.paths.log4j}",
-            "-cp", f"{jars}/*", "kafka.Kafka", str(self.paths.config),
-        ]  # fmt: skip
-        with self.paths.log.open("ab") as log:
-            process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_raise_open_file_limit,
-            )
-        self.paths.pid.write_text(str(process.pid))
-        return process.pid
+        return self.process.start(
+            [
+                "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.paths.log4j}",
+                "-cp", f"{jars}/*", "kafka.Kafka", str(self.paths.config),
+            ]
+        )  # fmt: skip
 
     def _wait_until_answering(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.answers():
-                return
-            if self.recorded_pid() is None:
-                tail = self._log_tail()
-                raise BrokerError(f"the broker exited during start-up; log tail:\n{tail}")
-            time.sleep(0.3)
-        raise BrokerError(f"broker did not answer at {self.settings.bootstrap_servers} in time")
-
-    def _log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.paths.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        self.process.wait_until(self.answers, self.settings.bootstrap_servers, timeout)
 
     def down(self, timeout: float = 30.0, kill: bool = False) -> str:
         """Stop the broker this data dir started (never someone else's)."""
-        pid = self.recorded_pid()
+        pid = self.process.stop(timeout, kill)
         if pid is None:
-            self.paths.pid.unlink(missing_ok=True)
             return "no broker started from this data dir is running"
-        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.2)
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
-            while _alive(pid):
-                time.sleep(0.1)
-        self.paths.pid.unlink(missing_ok=True)
         return f"broker stopped (pid {pid})"
 
 
@@ -334,26 +287,3 @@ def _port_taken(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _raise_open_file_limit() -> None:
-    """Let the broker open as many files as the hard limit allows (a partition holds several)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -32,7 +31,7 @@ from typing import Any
 from schedulerstream.client_properties import java_properties
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.errors import CodecError, ConnectError
-from schedulerstream.kafka.broker import _alive, _raise_open_file_limit
+from schedulerstream.kafka.javaproc import JavaProcess
 from schedulerstream.resources import pom, topologies_dir
 from schedulerstream.settings import Settings
 
@@ -110,17 +109,6 @@ def fetch_jars(settings: Settings) -> ConnectJars:
                 raise ConnectError(f"could not move the Connect jars to {root}: {exc}") from exc
     shutil.rmtree(partial, ignore_errors=True)  # left only when another process won the race
     return jars
-
-
-def java_executable() -> str:
-    """``$JAVA_HOME/bin/java`` or ``java`` from PATH (Kafka 4 Connect needs Java 17+)."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    java = shutil.which("java")
-    if java is None:
-        raise ConnectError("java is not on PATH and JAVA_HOME is not set (Java 17+ needed)")
-    return java
 
 
 # -- connector configs -------------------------------------------------------------------------
@@ -374,14 +362,11 @@ class LocalConnect:
         self.port = port
         self.paths = ConnectPaths(Path(settings.data_dir).resolve() / "connect")
         self.client = ConnectClient(f"http://127.0.0.1:{port}")
+        self.process = JavaProcess("Connect worker", self.paths.pid, self.paths.log, ConnectError)
 
     def recorded_pid(self) -> int | None:
         """The pid of the worker this data dir started, if that process is alive."""
-        try:
-            pid = int(self.paths.pid.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if _alive(pid) else None
+        return self.process.recorded_pid()
 
     def up(self, timeout: float = 120.0) -> str:
         """Start the worker unless one answers; return a line saying what happened."""
@@ -405,52 +390,24 @@ class LocalConnect:
         self.paths.log4j.write_text(LOG4J2_CONFIG)
 
     def _start(self, jars: ConnectJars) -> None:
-        command = [
-            java_executable(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.paths.log4j}",
-            "-cp", f"{jars.libs}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
-            str(self.paths.config),
-        ]  # fmt: skip
-        with self.paths.log.open("ab") as log:
-            process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_raise_open_file_limit,
-            )
-        self.paths.pid.write_text(str(process.pid))
+        self.process.start(
+            [
+                "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.paths.log4j}",
+                "-cp", f"{jars.libs}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(self.paths.config),
+            ]
+        )  # fmt: skip
 
     def _wait_until_answering(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.client.answers():
-                return
-            if self.recorded_pid() is None:
-                raise ConnectError(f"the Connect worker exited; log tail:\n{self.log_tail()}")
-            time.sleep(0.3)
-        raise ConnectError(f"Connect did not answer at {self.client.url} in {timeout:.0f}s")
+        self.process.wait_until(self.client.answers, self.client.url, timeout)
 
     def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.paths.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return self.process.log_tail(lines)
 
     def down(self, timeout: float = 30.0, kill: bool = False) -> str:
         """Stop the worker this data dir started (never someone else's)."""
-        pid = self.recorded_pid()
+        pid = self.process.stop(timeout, kill)
         if pid is None:
-            self.paths.pid.unlink(missing_ok=True)
             return "no Connect worker started from this data dir is running"
-        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.2)
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
-            while _alive(pid):
-                time.sleep(0.1)
-        self.paths.pid.unlink(missing_ok=True)
         return f"connect stopped (pid {pid})"
