@@ -38,15 +38,15 @@ from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Star
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
-from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.ingest import job_key_from_record_key
 from schedulerstream.kafka import clients
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
 from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
 from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
-from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
@@ -381,9 +381,4 @@ class DispatcherTopology(Topology):
         return self._sqs
 
     def _check_partition(self, ctx: TaskContext, job_key: str) -> None:
-        expected = partition_for_job_key(job_key, self.settings.partitions)
-        if expected != ctx.partition:
-            raise RejectedRecord(
-                f"{job_key!r} belongs on partition {expected} (murmur2 of the job key), not "
-                f"{ctx.partition}"
-            )
+        check_home_partition(job_key, ctx.partition, self.settings.partitions)

@@ -13,8 +13,8 @@ from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, SchedulerStreamError
 from schedulerstream.ids import job_key_of_run
 from schedulerstream.ingest import RejectedRecord
-from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.projector.runstate import KINDS, run_id_suffix_ok
+from schedulerstream.runtime.copartition import check_home_partition
 
 RUN_EVENTS = ("RunTriggered", "RunRevoked")
 MAX_TEXT = 4096
@@ -64,11 +64,7 @@ def decode_run_event(
     tenant, job_id = job_key.split("/", 1)
     if (record["tenant"], record["job_id"]) != (tenant, job_id):
         raise RejectedRecord(f"tenant/job_id of the value do not match the run id {run_id!r}")
-    home = partition_for_job_key(job_key, partitions)
-    if home != partition:
-        raise RejectedRecord(
-            f"{run_id!r} belongs on partition {home} (murmur2 of the job key), not {partition}"
-        )
+    check_home_partition(job_key, partition, partitions, record=run_id)
     if name == "AttemptEvent":
         _check_attempt(record)
     for text in ("reason", "trigger"):

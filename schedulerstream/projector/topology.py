@@ -19,7 +19,6 @@ from typing import Any
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
-from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.projector import keys
 from schedulerstream.projector.batch import Batch, combine
 from schedulerstream.projector.events import RUN_EVENTS, decode_run_event
@@ -32,6 +31,7 @@ from schedulerstream.readmodel import (
     ReadModelUnavailable,
 )
 from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
@@ -108,12 +108,7 @@ class ProjectorTopology(Topology):
         partitions = self.settings.partitions
         if topic == self.schedules_topic:
             job_key = job_key_from_record_key(key)
-            home = partition_for_job_key(job_key, partitions)
-            if home != ctx.partition:
-                raise RejectedRecord(
-                    f"{job_key!r} belongs on partition {home} (murmur2 of the key), not "
-                    f"{ctx.partition}: produce with the murmur2 partitioner"
-                )
+            check_home_partition(job_key, ctx.partition, partitions)
             _, timestamp_ms = message.timestamp()
             stamp = timestamp_ms * 1000 if timestamp_ms > 0 else ctx.now_us()
             effects = self.projection.on_schedule(staged, key, value, stamp)

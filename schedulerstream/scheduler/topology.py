@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
-from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
+from schedulerstream.ingest import job_key_from_record_key
 from schedulerstream.observability.lateness import TriggerLateness
-from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.scheduler.logic import SchedulerLogic, Topics
@@ -92,12 +92,7 @@ class SchedulerTopology(Topology):
     def process(self, ctx: TaskContext, message: Any) -> None:
         key: bytes | None = message.key()
         job_key = job_key_from_record_key(key)
-        expected = partition_for_job_key(job_key, self.settings.partitions)
-        if expected != ctx.partition:
-            raise RejectedRecord(
-                f"{job_key!r} belongs on partition {expected} (murmur2 of the key), not "
-                f"{ctx.partition}: produce with the murmur2 partitioner"
-            )
+        check_home_partition(job_key, ctx.partition, self.settings.partitions)
         out = ContextOutput(ctx)
         now = ctx.now_us()
         if message.topic() == self.schedules_topic:
