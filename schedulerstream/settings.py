@@ -49,7 +49,9 @@ class Settings(BaseSettings):
     commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)
-    session_timeout_ms: int = Field(default=6000, ge=1000)
+    # failure detection: a member silent this long leaves the group (docs/operations.md)
+    session_timeout_ms: int = Field(default=2000, ge=1000)
+    num_standby_replicas: int = Field(default=1, ge=0)  # warm copies of each partition
     group_protocol: str = "consumer"
     # dispatcher (defaults; per-tenant overrides come from tenant records)
     dispatch_concurrency: int = Field(default=200, ge=1)

@@ -93,13 +93,14 @@ class Restorer:
             return TopicPartition(self.topic, task.partition)
         return TopicPartition(self.topic, task.partition, offset)
 
-    def start(self, task: Task) -> None:
-        """Open the task's store, decide warm or cold, and begin replaying (RESTORING).
+    def start(self, task: Task, state: TaskState = TaskState.RESTORING) -> None:
+        """Open the task's store, decide warm or cold, and begin replaying (``state``:
+        RESTORING, or STANDBY for a copy that follows the log until it is closed).
 
         A KafkaException (log end unknown) leaves the task as it was, to be retried."""
         store = task.open_store()
         low, end = self.watermarks(self._tp(task))  # raises before any change of state
-        task.transition(TaskState.RESTORING)
+        task.transition(state)
         source = self._source_prefix + str(task.partition).encode()
         offset = store.changelog_offset()
         start = NO_OFFSET + 1 if offset is None else offset + 1

@@ -29,6 +29,7 @@ from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
 from schedulerstream.runtime.quarantine import Quarantine
 from schedulerstream.runtime.store import StoreCorrupted
+from schedulerstream.runtime.takeover import build_takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.tasks import Loop, StateListener, TaskManager
 from schedulerstream.runtime.topology import Topology
@@ -63,7 +64,7 @@ class Processor:
         self.settings = settings
         self.topology = topology
         self.clock: Clock = clock or SystemClock()
-        self.rejected_topic = rejected_topic or settings.topic("rejected")
+        self.rejected_topic = rejected_topic or settings.topics.rejected
         self.group_id = f"{settings.topic_prefix}{topology.name}"
         self.transactional_id = f"{self.group_id}-{settings.instance_id}"
         self.input_topics = tuple(topology.input_topics)
@@ -72,7 +73,7 @@ class Processor:
                 "records_processed", "records_rejected", "punctuate_errors", "commits",
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
                 "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
-                "store_write_failures",
+                "store_write_failures", "standby_tasks", "fenced_predecessors",
             ),
             0,
         )  # fmt: skip
@@ -88,8 +89,9 @@ class Processor:
         copartitioned = len(self.input_topics) > 1
         # a short fetch long-poll: group requests (committed offsets) share its connection
         self._consumer_config = clients.consumer_config(
-            settings, self.group_id, copartitioned=copartitioned, **{"fetch.wait.max.ms": 100}
-        )
+            settings, self.group_id, copartitioned=copartitioned,
+            **{"fetch.wait.max.ms": 100, "client.id": self.transactional_id},
+        )  # fmt: skip
         strategy = self._consumer_config.get("partition.assignment.strategy", "")
         # A short transaction timeout bounds how long a crashed member's open transaction
         # blocks read_committed readers (and the restore of its successor).
@@ -167,6 +169,11 @@ class Processor:
             self._restore_chunk,
             self._timeout_s,
         )
+        self.takeover = build_takeover(
+            self.settings, self.topology, self.group_id, self.transactional_id, self.clock,
+            self.metrics, self._restore_chunk, self._timeout_s,
+        )  # fmt: skip
+        self.task_manager.takeover = self.takeover
         self._consumer = Consumer(self._consumer_config)
         self._consumer.subscribe(
             list(self.input_topics),
@@ -213,6 +220,7 @@ class Processor:
                     self._consumer.close()  # revokes (nothing left to commit), leaves the group
             finally:
                 self.task_manager.close()
+                self.takeover.close()
                 self._txn.close()
 
     def step(self) -> None:
@@ -230,6 +238,7 @@ class Processor:
         if restoring:
             next_due = min(self._next_tick, self._next_commit)
             self.task_manager.restore(max(0.0, next_due - self.clock.monotonic()), self._tick_s)
+        self.takeover.maintain(set(self._tasks))
         now = self.clock.monotonic()
         if now >= self._next_tick:
             self._punctuate()

@@ -25,7 +25,9 @@ class TaskState(enum.Enum):
     - SETTLING: caught up, still following the changelog, until the group's committed input
       offsets are read and the changelog end is stable (retried at ``Task.retry_at``);
     - SUSPENDED: its open transaction dropped (an abort, a failed local write); it restores
-      again or closes.
+      again or closes;
+    - STANDBY: a warm copy of a partition another member owns, following its changelog
+      (``standby.Standbys``); it never runs, it is closed before the partition's task opens.
     """
 
     CREATED = "created"
@@ -35,16 +37,20 @@ class TaskState(enum.Enum):
     RUNNING = "running"
     SUSPENDED = "suspended"
     CLOSED = "closed"
+    STANDBY = "standby"
 
 
 _ALLOWED: dict[TaskState, frozenset[TaskState]] = {
-    TaskState.CREATED: frozenset({TaskState.RESTORING, TaskState.WAITING, TaskState.SUSPENDED}),
+    TaskState.CREATED: frozenset(
+        {TaskState.RESTORING, TaskState.WAITING, TaskState.SUSPENDED, TaskState.STANDBY}
+    ),
     TaskState.WAITING: frozenset({TaskState.RESTORING, TaskState.SUSPENDED}),
     TaskState.RESTORING: frozenset({TaskState.SETTLING, TaskState.SUSPENDED}),
     TaskState.SETTLING: frozenset({TaskState.RUNNING, TaskState.SUSPENDED}),
     TaskState.RUNNING: frozenset({TaskState.SUSPENDED}),
     TaskState.SUSPENDED: frozenset({TaskState.RESTORING, TaskState.WAITING, TaskState.CLOSED}),
     TaskState.CLOSED: frozenset(),
+    TaskState.STANDBY: frozenset({TaskState.SUSPENDED}),
 }
 
 

@@ -23,6 +23,7 @@ from schedulerstream.runtime.committer import Committer
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
 from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
+from schedulerstream.runtime.takeover import Takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.runtime.transaction import Failure, TransactionFailed
@@ -78,6 +79,7 @@ class TaskManager:
         self._consumer: Consumer | None = None
         self._restorer: Restorer | None = None
         self._loop: Loop | None = None
+        self.takeover: Takeover | None = None  # standbys and predecessor fencing
 
     def start(self, consumer: Consumer, restorer: Restorer, loop: Loop) -> None:
         self._consumer, self._restorer, self._loop = consumer, restorer, loop
@@ -247,6 +249,8 @@ class TaskManager:
         if partitions:
             consumer.pause(partitions)  # until restored
         log.info("assigned %s", _names(partitions))
+        if self.takeover is not None:
+            self.takeover.assigned({tp.partition for tp in partitions} - set(self.tasks))
         self._assigned |= {(tp.topic, tp.partition) for tp in partitions}
         self._reconcile()
 
@@ -274,6 +278,8 @@ class TaskManager:
     ) -> None:
         self._assigned -= gone
         self._reconcile()
+        if self.takeover is not None:
+            self.takeover.released()
         if self._eager:
             consumer.unassign()
         else:

@@ -60,6 +60,18 @@ class TransactionFailed(Exception):
         self.group_fenced = group_fenced
 
 
+def fence(config: dict[str, Any], timeout_s: float) -> None:
+    """Fence the transactional id in ``config`` (a departed member's): ``init_transactions``
+    bumps its epoch, so its open transaction is aborted now and a zombie holding it can
+    no longer commit. Raises KafkaException when the coordinator does not answer."""
+    producer = Producer(config)
+    try:
+        producer.init_transactions(timeout_s)
+    finally:
+        with contextlib.suppress(KafkaException):
+            producer.flush(0)
+
+
 def kafka_error(exc: BaseException) -> KafkaError | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
