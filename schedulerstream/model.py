@@ -26,6 +26,13 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticValidationError
 
+from schedulerstream.contracts.policies import (
+    DeliveryMode,
+    DstGap,
+    DstRepeat,
+    MisfirePolicy,
+    OverlapPolicy,
+)
 from schedulerstream.durations import parse_duration, to_us
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.ids import ID_PATTERN, job_key
@@ -109,8 +116,8 @@ class ScheduleSpec(_Strict):
     start_at: datetime | None = None
     end_at: datetime | None = None
     jitter: Duration = 0.0
-    dst_gap: Literal["auto", "fire_after", "skip"] = "auto"
-    dst_repeat: Literal["auto", "first", "both"] = "auto"
+    dst_gap: DstGap = "auto"
+    dst_repeat: DstRepeat = "auto"
     exclude: Annotated[list[ExcludedDate], Field(max_length=MAX_EXCLUDED_DATES)] = Field(
         default_factory=list
     )
@@ -284,12 +291,12 @@ class JobDefinition(_Strict):
     payload: JsonValue = None
     paused: bool = False
     max_runs: Annotated[int, Field(ge=1)] | None = None
-    misfire_policy: Literal["skip", "fire_once", "catch_up"] = "fire_once"
+    misfire_policy: MisfirePolicy = "fire_once"
     catch_up_window: Duration = 3600.0
-    overlap_policy: Literal["allow", "forbid", "replace", "buffer_one"] = "allow"
+    overlap_policy: OverlapPolicy = "allow"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout: Annotated[Duration, Field(gt=0)] = 30.0
-    delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
+    delivery: DeliveryMode = "at_least_once"
     paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = None
     pause_after_failures: Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES)] | None = None
     notify: NotifySpec | None = None

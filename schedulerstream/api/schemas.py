@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from schedulerstream.contracts.policies import DeliveryMode, MisfirePolicy, OverlapPolicy
 from schedulerstream.errors import ValidationError
 from schedulerstream.model import (
     MAX_PAUSE_AFTER_FAILURES,
@@ -62,12 +63,12 @@ class JobBody(_In):
     payload: JsonValue = None
     paused: bool = False
     max_runs: Annotated[int, Field(ge=1)] | None = None
-    misfire_policy: Literal["skip", "fire_once", "catch_up"] = "fire_once"
+    misfire_policy: MisfirePolicy = "fire_once"
     catch_up_window: Duration = 3600.0
-    overlap_policy: Literal["allow", "forbid", "replace", "buffer_one"] = "allow"
+    overlap_policy: OverlapPolicy = "allow"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout: Annotated[Duration, Field(gt=0)] = 30.0
-    delivery: Literal["at_least_once", "at_most_once"] = "at_least_once"
+    delivery: DeliveryMode = "at_least_once"
     paused_reason: Annotated[str, Field(min_length=1, max_length=MAX_PAUSED_REASON)] | None = Field(
         None, description="Why the job is paused (only with paused=true); resume clears it."
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from schedulerstream.api.auth import State, Tenant
 from schedulerstream.api.jobs import ERRORS
 from schedulerstream.api.schemas import CronInstant, CronNext, in_range
+from schedulerstream.contracts.policies import DstGap, DstRepeat
 from schedulerstream.errors import ValidationError
 from schedulerstream.model import MAX_CRON_EXPRESSIONS, MAX_EXCLUDED_DATES
 from schedulerstream.readmodel import ReadModelUnavailable
@@ -28,8 +29,8 @@ def cron_next(
     tz: Annotated[str, Query(max_length=100)] = "UTC",
     count: Annotated[int, Query(ge=1, le=1000)] = 5,
     after: datetime | None = None,
-    dst_gap: Literal["auto", "fire_after", "skip"] = "auto",
-    dst_repeat: Literal["auto", "first", "both"] = "auto",
+    dst_gap: DstGap = "auto",
+    dst_repeat: DstRepeat = "auto",
     more: Annotated[
         list[str],
         Query(

@@ -12,7 +12,7 @@ from schedulerstream.clock import SystemClock
 from schedulerstream.errors import CronSyntaxError, ValidationError
 from schedulerstream.timing import CronSchedule, PreviewEntry, parse_cron, preview
 from schedulerstream.timing.combine import DayRange, parse_excluded
-from schedulerstream.timing.policy import DST_GAP_VALUES, DST_REPEAT_VALUES, DstGap, DstRepeat
+from schedulerstream.contracts.policies import DST_GAP_VALUES, DST_REPEAT_VALUES, DstGap, DstRepeat
 
 
 @click.group()

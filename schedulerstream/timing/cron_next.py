@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import functools
 
+from schedulerstream.contracts.policies import DstGap, DstRepeat
 from schedulerstream.timing.civil import MAX_SECOND, MIN_SECOND
 from schedulerstream.timing.cron_match import FieldMatcher
 from schedulerstream.timing.cron_parse import CronFields, parse_fields
 from schedulerstream.timing.policy import (
-    DstGap,
-    DstRepeat,
     ResolvedGap,
     ResolvedRepeat,
     resolve_gap,

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
+from schedulerstream.contracts.policies import DST_GAP_VALUES, DST_REPEAT_VALUES
 from schedulerstream.errors import ValidationError
-
-DstGap = Literal["auto", "fire_after", "skip"]
-"""What a local time skipped by a forward jump does: fire at the jump, or not at all."""
-
-DstRepeat = Literal["auto", "first", "both"]
-"""What a local time repeated by a backward jump does: fire at its first occurrence, or at both."""
 
 ResolvedGap = Literal["fire_after", "skip"]
 ResolvedRepeat = Literal["first", "both"]
-
-DST_GAP_VALUES: tuple[str, ...] = get_args(DstGap)
-DST_REPEAT_VALUES: tuple[str, ...] = get_args(DstRepeat)
 
 
 def resolve_gap(value: str, is_fixed_time: bool) -> ResolvedGap:
