@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.codec import Codec
+from schedulerstream.contracts.policies import DELIVERY_MODES, OVERLAP_POLICIES
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.model import (
     NOTIFY_EVENTS,
@@ -32,8 +34,6 @@ from schedulerstream.model import (
 )
 
 TargetConfig = HttpTarget | KafkaTarget | SqsTarget | WorkerTarget
-OVERLAP_POLICIES = frozenset({"allow", "forbid", "replace", "buffer_one"})
-DELIVERIES = frozenset({"at_least_once", "at_most_once"})
 _TARGET: TypeAdapter[TargetConfig] = TypeAdapter(Target)
 
 
@@ -97,7 +97,11 @@ class DispatchSpec:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    """Compact JSON with sorted keys (orjson, several times faster than json)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # a string with a lone surrogate, which json escapes
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @lru_cache(maxsize=16_384)
@@ -108,7 +112,7 @@ def target_config(target_json: str) -> TargetConfig:
 
 def target_avro_json(value: Any) -> str:
     """The target of a decoded ``JobDefinition`` Avro record as canonical JSON."""
-    return json.dumps(target_from_avro(value), sort_keys=True, separators=(",", ":"))
+    return _canonical(target_from_avro(value))
 
 
 @lru_cache(maxsize=1024)
@@ -160,7 +164,7 @@ class SpecReader:
             raise SchedulerValidationError("timeout", f"must be positive (got {timeout})")
         if record["overlap_policy"] not in OVERLAP_POLICIES:
             raise SchedulerValidationError("overlap_policy", repr(record["overlap_policy"]))
-        if record["delivery"] not in DELIVERIES:
+        if record["delivery"] not in DELIVERY_MODES:
             raise SchedulerValidationError("delivery", repr(record["delivery"]))
         pause_after = record.get("pause_after_failures")
         if pause_after is not None and pause_after < 1:
