@@ -26,10 +26,9 @@ from tests.faults.helpers import (
     check_every_instant_once,
     every_second_jobs,
     next_second_us,
-    now_us,
     report,
-    wait_until,
 )
+from tests.support.runs import RunsFollower, emitted_through
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 JOBS = 200
@@ -51,7 +50,8 @@ def kill_cycles(
     first = procs("scheduler", "a")
     first.wait_running(topo.partitions)
     Publisher(topo).put_jobs(every_second_jobs(JOBS))
-    time.sleep(2)  # let the jobs be ingested and emitting (pacing, not an assertion)
+    with RunsFollower(topo) as runs:
+        runs.wait_until(lambda seen: emitted_through(seen, JOBS, 0), 60, "every job emitting")
     since = next_second_us(1)
     assert first.stop() == 0
     kills: list[str] = []
@@ -68,9 +68,9 @@ def kill_cycles(
     cycle_s = (time.monotonic() - started) / max(1, len(kills))
     last = procs("scheduler", "a")
     last.wait_running(topo.partitions)
-    resumed = now_us()
-    wait_until(lambda: now_us() > resumed + 4_000_000, 10, "4 s of steady running")
-    until = next_second_us(-2)
+    until = next_second_us(2)  # a few instants of steady running after the last kill
+    with RunsFollower(topo) as runs:
+        runs.wait_until(lambda seen: emitted_through(seen, JOBS, until), 60, "caught up")
     assert last.stop() == 0
     figures = check_every_instant_once(topo, JOBS, since, until)
     return {"kills": len(kills), "seconds_per_kill": round(cycle_s, 1), **figures}

@@ -17,9 +17,11 @@ from schedulerstream.codec import default_codec
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
+from schedulerstream.scheduler.keys import job_store_key
 from schedulerstream.settings import Settings
 from tests.support.fixtures import Spawn
-from tests.support.runs import gaps, read_events, read_runs
+from tests.support.runs import RunsFollower, RunsSeen, emitted_through, gaps, read_events, read_runs
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 SECOND = 1_000_000
@@ -42,6 +44,37 @@ def every_second_jobs(count: int, tenant: str = "load", **extra: Any) -> list[Jo
 
 def wait_all_running(proc: ProcessorProcess, partitions: int, timeout: float = 90) -> None:
     proc.wait_for_log(" running: restored", timeout=timeout, count=partitions)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def next_second_us(offset_s: int = 1) -> int:
+    return (now_us() // SECOND + offset_s) * SECOND
+
+
+def ingested(settings: Settings, job_key: str) -> bool:
+    """Whether the scheduler's committed state (its changelog) holds ``job_key`` now."""
+    latest: dict[bytes, bytes | None] = {}
+    for message in read_events(settings, "scheduler-state", 1.0):
+        latest[message.key()] = message.value()
+    return latest.get(job_store_key(job_key)) is not None
+
+
+def backfilled(seen: RunsSeen) -> list[dict[str, Any]]:
+    return [r for r in seen.triggered if r["trigger"] == "backfill"]
+
+
+def rejections(settings: Settings) -> list[bytes]:
+    return [dict(m.headers())["rejected.reason"] for m in read_events(settings, "rejected", 1.0)]
+
+
+def wait_emitted(runs: RunsFollower, jobs: int, until_us: int, timeout: float = 60) -> None:
+    """Wait until each of ``jobs`` jobs has a committed run at ``until_us`` or later."""
+    runs.wait_until(
+        lambda seen: emitted_through(seen, jobs, until_us), timeout, f"{jobs} jobs' runs"
+    )
 
 
 def assert_contiguous(
@@ -115,7 +148,14 @@ def test_cli_put_and_tail_and_poison_records_are_rejected(topo: Settings, spawn:
     for topic, key, value in poison:
         producer.produce(topic, key=key, value=value)
     producer.flush(10)
-    time.sleep(4)
+    wait_until(
+        lambda: (
+            len(read_events(topo, "rejected", 1.0)) >= len(poison)
+            and len(read_runs(topo, 1.0).triggered) >= 4
+        ),
+        60,
+        "the poison rejected and the job's four runs",
+    )
     tail = subprocess.run(
         [*cli, "runs", "tail", "--from-beginning", "--json", "--idle-timeout", "2"],
         env=env,
@@ -150,16 +190,17 @@ def test_kill_9_under_load_then_restart_every_instant_exactly_once(
     first = spawn("a")
     wait_all_running(first, topo.partitions)
     Publisher(topo).put_jobs(every_second_jobs(jobs))
-    time.sleep(3)
-    since = (time.time_ns() // 1000 // SECOND + 1) * SECOND
-    for round_ in range(3):
-        time.sleep(2.5 + round_ * 0.3)
-        first.kill()
-        time.sleep(1.5)
-        first = spawn(f"a{round_}")
-        wait_all_running(first, topo.partitions)
-    time.sleep(3)
-    until = (time.time_ns() // 1000 // SECOND - 2) * SECOND
+    with RunsFollower(topo) as runs:
+        wait_emitted(runs, jobs, 0)  # every job ingested and emitting
+        since = next_second_us()
+        for round_ in range(3):
+            time.sleep(2.5 + round_ * 0.3)  # the scenario: run under load, kill at a new moment
+            first.kill()
+            time.sleep(1.5)  # the scenario: instants fall due while nobody runs
+            first = spawn(f"a{round_}")
+            wait_all_running(first, topo.partitions)
+        until = next_second_us()
+        wait_emitted(runs, jobs, until)
     first.stop()
     assert_contiguous(topo, jobs, since, until)
 
@@ -170,13 +211,17 @@ def test_zombie_after_sigstop_commits_nothing(topo: Settings, spawn: Spawn) -> N
     wait_all_running(a, topo.partitions)
     b = spawn("b")
     Publisher(topo).put_jobs(every_second_jobs(jobs))
-    time.sleep(4)
-    since = (time.time_ns() // 1000 // SECOND + 1) * SECOND
-    a.signal(signal.SIGSTOP)  # past the session timeout: b takes a's partitions
-    time.sleep(topo.session_timeout_ms / 1000 + 6)
-    a.signal(signal.SIGCONT)  # the zombie wakes up with stale state and a stale epoch
-    time.sleep(5)
-    until = (time.time_ns() // 1000 // SECOND - 2) * SECOND
+    with RunsFollower(topo) as runs:
+        b.wait_for_log(" running: restored")  # b has joined and runs its share
+        wait_emitted(runs, jobs, next_second_us())
+        since = next_second_us()
+        a.signal(signal.SIGSTOP)  # past the session timeout: b takes a's partitions
+        stopped_at = now_us()
+        # a's jobs run on only once b has taken them over
+        wait_emitted(runs, jobs, stopped_at + topo.session_timeout_ms * 1000 + SECOND)
+        a.signal(signal.SIGCONT)  # the zombie wakes up with stale state and a stale epoch
+        until = next_second_us(3)  # runs go on past the zombie's first commits
+        wait_emitted(runs, jobs, until)
     a.stop()
     b.stop()
     assert_contiguous(topo, jobs, since, until)
@@ -189,17 +234,18 @@ def test_instances_joining_and_leaving_leave_no_gap_and_no_duplicate(
     a = spawn("a")
     wait_all_running(a, topo.partitions)
     Publisher(topo).put_jobs(every_second_jobs(jobs))
-    time.sleep(2)
-    since = (time.time_ns() // 1000 // SECOND + 1) * SECOND
-    b = spawn("b")
-    time.sleep(5)
-    c = spawn("c")
-    time.sleep(5)
-    b.stop()
-    time.sleep(4)
-    a.stop()
-    time.sleep(5)
-    until = (time.time_ns() // 1000 // SECOND - 2) * SECOND
+    with RunsFollower(topo) as runs:
+        wait_emitted(runs, jobs, 0)
+        since = next_second_us()
+        b = spawn("b")
+        b.wait_for_log(" running: restored")  # b has taken partitions from a
+        c = spawn("c")
+        c.wait_for_log(" running: restored")
+        b.stop()
+        wait_emitted(runs, jobs, next_second_us(2))  # b's partitions run on elsewhere
+        a.stop()
+        until = next_second_us(2)
+        wait_emitted(runs, jobs, until)  # c alone runs everything
     c.stop()
     assert_contiguous(topo, jobs, since, until)
 
@@ -214,13 +260,14 @@ def test_misfire_policies_after_a_full_outage(topo: Settings, spawn: Spawn) -> N
         *every_second_jobs(1, tenant="all", misfire_policy="catch_up"),
     ]
     Publisher(topo).put_jobs(jobs)
-    time.sleep(3)
-    a.kill()
-    down_from = time.time_ns() // 1000
-    time.sleep(8)
-    b = spawn("b", **grace)
-    wait_all_running(b, topo.partitions)
-    time.sleep(3)
+    with RunsFollower(topo) as runs:
+        wait_emitted(runs, len(jobs), 0)
+        a.kill()
+        down_from = time.time_ns() // 1000
+        time.sleep(8)  # the scenario: an outage several times the misfire grace
+        b = spawn("b", **grace)
+        wait_all_running(b, topo.partitions)
+        wait_emitted(runs, len(jobs), next_second_us())  # caught up, running on time again
     b.stop()
     seen = read_runs(topo)
     assert seen.duplicates() == {}
@@ -261,7 +308,7 @@ def test_commands_trigger_while_paused_backfill_and_delete(topo: Settings, spawn
         }
     )
     publisher.put_jobs([job])
-    time.sleep(1)
+    wait_until(lambda: ingested(topo, "ops/report"), 30, "ops/report in the scheduler's state")
     publisher.command("ops/report", "TriggerNow", {"request_id": "r1", "payload_json": None})
     publisher.command("ops/report", "TriggerNow", {"request_id": "r1", "payload_json": None})
     publisher.command("ops/other", "TriggerNow", {"request_id": "r1", "payload_json": None})
@@ -274,7 +321,7 @@ def test_commands_trigger_while_paused_backfill_and_delete(topo: Settings, spawn
         }
     )
     [created] = publisher.put_jobs([hourly])
-    time.sleep(2)
+    wait_until(lambda: ingested(topo, "ops/hourly"), 30, "ops/hourly in the scheduler's state")
     now = time.time_ns() // 1000
     day = 24 * 3600 * SECOND
     publisher.command(
@@ -282,16 +329,19 @@ def test_commands_trigger_while_paused_backfill_and_delete(topo: Settings, spawn
         "Backfill",
         {"request_id": "b1", "start_us": now - day, "end_us": now, "rerun": True},
     )
-    time.sleep(4)
+    wait_until(lambda: len(backfilled(read_runs(topo, 1.0))) >= 24, 60, "the backfill's 24 runs")
     publisher.delete_job("ops/hourly")
-    time.sleep(2)
+    wait_until(
+        lambda: any(b"unknown job" in reason for reason in rejections(topo)),
+        30,
+        "the TriggerNow of an unknown job rejected",
+    )
+    wait_until(lambda: not ingested(topo, "ops/hourly"), 30, "ops/hourly deleted from the state")
     a.stop()
     seen = read_runs(topo)
     manual = [r for r in seen.triggered if r["trigger"] == "manual"]
     assert [r["run_id"] for r in manual] == ["ops/report@manual-r1"]
     assert json.loads(manual[0]["payload_json"]) == {"p": 1}
-    backfill = [r for r in seen.triggered if r["trigger"] == "backfill"]
+    backfill = backfilled(seen)
     assert len(backfill) == 24 and all(r["run_id"].endswith("~b1") for r in backfill)
-    rejected = read_events(topo, "rejected")
-    assert any(b"unknown job" in dict(m.headers())["rejected.reason"] for m in rejected)
     assert created.version is not None

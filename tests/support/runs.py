@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import time
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
 from schedulerstream.codec import default_codec
+from schedulerstream.kafka.clients import base_config
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.settings import Settings
 
@@ -28,6 +35,61 @@ class RunsSeen:
         for r in self.triggered:
             by_job[f"{r['tenant']}/{r['job_id']}"].append(r["scheduled_at_us"])
         return {k: sorted(v) for k, v in by_job.items()}
+
+
+def emitted_through(seen: RunsSeen, jobs: int, until_us: int) -> bool:
+    """Whether each of ``jobs`` jobs has a committed run scheduled at ``until_us`` or later."""
+    by_job = seen.instants_by_job()
+    return len(by_job) >= jobs and all(instants[-1] >= until_us for instants in by_job.values())
+
+
+class RunsFollower:
+    """Follows ``{prefix}runs`` (committed records, from the beginning) so a test can wait for
+    what the processors have emitted instead of sleeping; ``seen`` grows with every wait."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.seen = RunsSeen()
+        self._codec = default_codec()
+        config = base_config(settings)
+        config.update(
+            {
+                "group.id": f"tests-follower-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        self._consumer = Consumer(config)
+        topic = settings.topic("runs")
+        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+
+    def wait_until(self, done: Callable[[RunsSeen], bool], timeout: float, what: str) -> RunsSeen:
+        """Read on until ``done(seen)``; fail after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not done(self.seen):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            for message in self._consumer.consume(1000, timeout=0.2):
+                if message.error() is not None:
+                    raise AssertionError(f"reading runs: {message.error()}")
+                name, record = self._codec.decode(message.value())
+                runs = self.seen.triggered if name == "RunTriggered" else self.seen.revoked
+                runs.append(record)
+        return self.seen
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> RunsFollower:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def read_runs(settings: Settings, idle_timeout: float = 3.0) -> RunsSeen:
