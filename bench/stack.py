@@ -5,7 +5,6 @@ fresh topic set, so a bench measures whatever the package on disk does."""
 from __future__ import annotations
 
 import json
-import select
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from schedulerstream.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import broker_pid, drop_topics, progress
-from harness.procs import ProcessorProcess
+from harness.procs import ProcessorProcess, listening_port, stop_process
 
 RECEIVER = Path(__file__).resolve().parent / "receiver.py"
 # The dispatcher's per-tenant rate limit (default 1000/s) is policy, not capacity: the benches
@@ -52,19 +51,14 @@ class Receiver:
         self.requests = 0
 
     def start(self, timeout: float = 30.0) -> Receiver:
-        self.process = subprocess.Popen(
-            [sys.executable, str(RECEIVER), "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=self.log_path.open("ab"),
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline().decode() if ready else ""
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"receiver did not start (said {line!r})")
-        self.port = int(line.split()[-1])
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(RECEIVER), "--port", "0"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.port = listening_port(self.process, timeout)
         return self
 
     def url(self, path: str = "/hook") -> str:
@@ -98,13 +92,7 @@ class Receiver:
         self.first.clear()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 def http_job(tenant: str, job_id: str, url: str, schedule: dict[str, Any]) -> JobDefinition:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +33,40 @@ def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:
 
 
 class ProcessorProcess:
-    """``schedulerstream <component>`` in its own process group, logging to a file."""
+    """``schedulerstream <component>`` in its own process group, logging to a file; ``env``
+    adds variables that are not settings, ``preexec`` runs in the child before it starts."""
 
     def __init__(
-        self, settings: Settings, component: str, instance: str, log_dir: Path, **overrides: object
+        self,
+        settings: Settings,
+        component: str,
+        instance: str,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+        **overrides: object,
     ) -> None:
         self.settings = settings
         self.component = component
         self.instance = instance
+        self.extra_env = dict(env or {})
+        self.preexec = preexec
         self.overrides = overrides
         self.log_path = log_dir / f"{component}-{instance}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ProcessorProcess:
         env = settings_env(self.settings, instance_id=self.instance, **self.overrides)
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "schedulerstream.cli", self.component],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        env.update(self.extra_env)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "schedulerstream.cli", self.component],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self.preexec,
+            )
         return self
 
     def log(self) -> str:
@@ -111,6 +123,18 @@ def stop_process(process: subprocess.Popen[bytes] | None, timeout: float = 10.0)
             process.wait(timeout)
 
 
+def listening_port(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """The port a server started with ``--port 0`` announces on stdout (``listening on PORT``);
+    it is stopped and RuntimeError raised when it says anything else or nothing in time."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    line = process.stdout.readline().decode() if ready else ""
+    if not line.startswith("listening on "):
+        stop_process(process)
+        raise RuntimeError(f"{process.args!r} did not start (said {line!r})")
+    return int(line.split()[-1])
+
+
 class ReceiverProcess:
     """``harness/webhook_receiver.py`` on 127.0.0.1, a free port, in its own process."""
 
@@ -124,13 +148,7 @@ class ReceiverProcess:
         if not self.record:
             command.append("--no-record")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE)
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline().decode() if ready else ""
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"receiver did not start (said {line!r})")
-        self.port = int(line.split()[-1])
+        self.port = listening_port(self.process, timeout)
         return self
 
     def url(self, path: str) -> str:

@@ -8,12 +8,10 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +19,13 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from harness.procs import ProcessorProcess, settings_env
+from harness.procs import ProcessorProcess
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 from tests.support.runs import RunsSeen, gaps, read_events, read_runs
+from tests.support.waits import wait_until
 
 SECOND = 1_000_000
 CODEC = default_codec()
@@ -45,34 +44,11 @@ class FaultProcess(ProcessorProcess):
     """A processor process with extra (non-settings) environment, e.g. ``SS_FAULT_KILL_AT``,
     and an optional ``preexec`` hook; ``since_start`` counts log lines of this start only."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        component: str,
-        instance: str,
-        log_dir: Path,
-        env: dict[str, str] | None = None,
-        preexec: Callable[[], None] | None = None,
-        **overrides: object,
-    ) -> None:
-        super().__init__(settings, component, instance, log_dir, **overrides)
-        self.extra_env = dict(env or {})
-        self.preexec = preexec
-        self.log_offset = 0
+    log_offset = 0
 
     def start(self) -> FaultProcess:
-        env = settings_env(self.settings, instance_id=self.instance, **self.overrides)
-        env.update(self.extra_env)
         self.log_offset = len(self.log())
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "schedulerstream.cli", self.component],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=self.preexec,
-            )
+        super().start()
         return self
 
     def this_log(self) -> str:
@@ -96,26 +72,6 @@ class FaultProcess(ProcessorProcess):
                 f"{self.component}-{self.instance} still running after {timeout:g}s:\n"
                 f"{self.this_log()[-3000:]}"
             ) from None
-
-
-def wait_until(
-    predicate: Callable[[], Any],
-    timeout: float,
-    what: str,
-    every: float = 0.25,
-    alive: ProcessorProcess | None = None,
-) -> Any:
-    """Poll ``predicate`` until it returns something true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = predicate()
-        if found:
-            return found
-        if alive is not None and not alive.alive():
-            raise AssertionError(f"{what}: the process exited:\n{alive.log()[-3000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
 
 
 def every_second_jobs(count: int, tenant: str = "load", **extra: Any) -> list[JobDefinition]:
