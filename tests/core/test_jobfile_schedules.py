@@ -42,6 +42,7 @@ def test_errors_name_the_line_and_the_field() -> None:
     _, errors = parse_job_file(text)
     assert [str(e) for e in errors] == [
         "line 1: schedule.cron: [1] '0 9 * * FRI#6': day_of_week: 'FRI#6': the occurrence "
-        "after '#' must be 1-5 (a month has at most five of a weekday)",
-        "line 2: schedule.exclude.0.range: 'to' (2026-02-01) is before 'from' (2026-02-02)",
+        "after '#' must be 1-5 (a month has at most five of a weekday) (job acme/reports)",
+        "line 2: schedule.exclude.0.range: 'to' (2026-02-01) is before 'from' (2026-02-02) "
+        "(job acme/reports)",
     ]
