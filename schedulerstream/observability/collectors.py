@@ -38,6 +38,10 @@ RUNTIME_COUNTERS = {
     "changelog_records": ("changelog_records", "Changelog records produced."),
     "corrupt_stores": ("corrupt_stores", "State stores wiped and restored after damage."),
     "punctuate_errors": ("punctuate_errors", "Punctuate callbacks that failed."),
+    "store_write_failures": (
+        "store_write_failures",
+        "Local state-store writes that failed (the task restores from its changelog).",
+    ),
 }
 SCHEDULER_COUNTERS = {
     "runs_revoked": ("runs_revoked", "Runs revoked after emission (pause, update, delete)."),
@@ -45,6 +49,8 @@ SCHEDULER_COUNTERS = {
     "stale_versions": ("stale_versions", "Schedule records ignored for an older version."),
     "duplicate_requests": ("duplicate_requests", "Trigger requests seen before."),
     "quarantined": ("jobs_quarantined", "Jobs paused because a run record could not be written."),
+    "paused_by_command": ("jobs_paused_by_command", "Jobs paused by a PauseJob command."),
+    "pauses_ignored": ("pauses_ignored", "PauseJob commands ignored (stale or already paused)."),
 }
 DISPATCHER_COUNTERS = {
     "accepted": ("runs_accepted", "Runs accepted into a tenant queue."),

@@ -73,7 +73,6 @@ class Topics:
 
 @dataclass
 class Counters:
-    runs_emitted: int = 0
     runs_revoked: int = 0
     instants_missed: int = 0
     stale_versions: int = 0
@@ -303,7 +302,6 @@ class SchedulerLogic:
                           f"notification not emitted: {reason}", 1)  # fmt: skip
             return
         out.produce(self.topics.runs, notice_id.encode(), value, partition, origin=notice_id)
-        self.counters.runs_emitted += 1
         self.counters.by_trigger["notification"] = (
             self.counters.by_trigger.get("notification", 0) + 1
         )
@@ -413,7 +411,6 @@ class SchedulerLogic:
             self._not_emitted(out, partition, plan, e, reason, now_us)
             return
         out.produce(self.topics.runs, e.run_id.encode(), value, partition)
-        self.counters.runs_emitted += 1
         self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
 
     def _not_emitted(
