@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from schedulerstream.cli.processors_cmd import run_processor
+from schedulerstream.cli.processors_cmd import processes_option, run_processor, supervise
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.kafka.access import check_access
 from schedulerstream.logs import configure_logging
@@ -25,9 +25,12 @@ from schedulerstream.settings import load_settings
     show_default=True,
     help="Runs kept per job in the read model and cron.run-state (older ones are deleted).",
 )
-def projector(keep_runs: int) -> None:
+@processes_option
+def projector(keep_runs: int, processes: int) -> None:
     """Run one projector: the read model (SQLite in the data dir, or PostgreSQL when
     SCHEDULERSTREAM_DATABASE_URL is set) and the cron.run-state topic."""
+    if processes > 1:
+        supervise("projector", ["projector", "--keep-runs", str(keep_runs)], processes)
     configure_logging("projector")
     try:
         settings = load_settings()
