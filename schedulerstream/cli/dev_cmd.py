@@ -28,7 +28,7 @@ from schedulerstream.kafka.broker import LocalBroker
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.model import KafkaTarget
 from schedulerstream.settings import ENV_PREFIX, Settings, load_settings
-from schedulerstream.supervisor import Component, Supervisor
+from schedulerstream.supervisor import METRICS_PORT, Component, Supervisor, members
 
 ALLOW_PRIVATE = f"{ENV_PREFIX}ALLOW_PRIVATE_TARGETS"
 INSTANCE_ID = f"{ENV_PREFIX}INSTANCE_ID"
@@ -48,6 +48,25 @@ def processor_metrics(first: int) -> dict[str, dict[str, str]]:
         name: {"SCHEDULERSTREAM_METRICS_PORT": str(first + i if first else 0)}
         for i, name in enumerate(names)
     }
+
+
+def dev_dispatchers() -> int:
+    """Dispatcher processes dev starts: half the machine's cores, at least one (the other half
+    is for the broker, the scheduler, the projector and the API)."""
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
+def dispatcher_members(settings: Settings, env: dict[str, str], processes: int) -> list[Component]:
+    """The dispatcher's members (``env``: theirs in common): the first on the dispatcher's
+    metrics port, member k ≥ 2 on that port + k (after the projector's)."""
+    first = int(env[METRICS_PORT])
+    own = settings.model_copy(update={"instance_id": env[INSTANCE_ID], "metrics_port": first})
+    group = members("dispatcher", ["dispatcher"], processes, own)
+    for k, member in enumerate(group, start=1):
+        member.env = {**env, **member.env}
+        if k > 1 and first:
+            member.env[METRICS_PORT] = str(first + k)
+    return group
 
 
 def dev_instance_id(settings: Settings) -> str:
@@ -192,6 +211,8 @@ class TargetTopics:
 @click.option("--metrics-port", type=click.IntRange(0, 65533), default=None,
               help="First of three /metrics ports: scheduler, dispatcher, projector "
                    "(default SCHEDULERSTREAM_METRICS_PORT; 0: none).")  # fmt: skip
+@click.option("--dispatcher-processes", type=click.IntRange(min=1), default=None,
+              help="Dispatcher processes (default: half the cores, at least 1).")  # fmt: skip
 @click.option(
     "--create-target-topics/--no-create-target-topics",
     default=True,
@@ -208,6 +229,7 @@ def dev(
     keep_broker: bool,
     port: int,
     metrics_port: int | None,
+    dispatcher_processes: int | None,
     create_target_topics: bool,
     allow_private_targets: bool | None,
 ) -> None:
@@ -248,7 +270,9 @@ def dev(
         follower.start()
     components = [
         Component("scheduler", ["scheduler"], {**common, **metrics["scheduler"]}),
-        Component("dispatcher", ["dispatcher"], {**common, **metrics["dispatcher"]}),
+        *dispatcher_members(
+            settings, {**common, **metrics["dispatcher"]}, dispatcher_processes or dev_dispatchers()
+        ),
         Component("projector", ["projector"], {**common, **metrics["projector"]}),
         Component("api", ["api", "--port", str(port)], common),
     ]
