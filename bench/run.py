@@ -10,7 +10,8 @@ draining pre-produced runs vs a raw aiohttp client at the same concurrency), ``e
 rate search and a sustained run, scheduler + dispatcher to a real receiver), ``burst``
 (bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
 instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, state bytes per
-job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full).
+job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full), ``kafka_target``
+(bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer).
 
 The broker (127.0.0.1:39292, data in bench/results/broker) is started here when nothing answers
 (from an empty data dir) and stopped at the end; every process a phase started is stopped even
@@ -35,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import bench_cron, bench_dispatch, bench_e2e, bench_http, bench_passthrough
+from bench import (
+    bench_cron,
+    bench_dispatch,
+    bench_e2e,
+    bench_http,
+    bench_kafka_target,
+    bench_passthrough,
+)
 from bench import bench_scheduler as sched
 from bench.common import (
     BENCH_BOOTSTRAP,
@@ -52,7 +60,7 @@ from bench.common import (
 from schedulerstream.kafka.broker import LocalBroker, broker_answers
 from schedulerstream.settings import Settings
 
-PHASES = ("cron", "http", "passthrough", "dispatch", "e2e", "burst", "scheduler")
+PHASES = ("cron", "http", "passthrough", "dispatch", "e2e", "burst", "scheduler", "kafka_target")
 REQUIRED = (
     "scheduler_runs_per_s", "passthrough_per_s", "scheduler_vs_passthrough",
     "e2e_rate_per_s", "e2e_lateness_p50_ms", "e2e_lateness_p99_ms", "e2e_lateness_p999_ms",
@@ -148,6 +156,14 @@ class Run:
                 proc.stop()
             stop_children(keep=_keep())
             drop_topics(settings)
+
+    def kafka_target(self) -> None:
+        assert self.base is not None
+        figures, detail = bench_kafka_target.measure(
+            self.base, self.log_dir, self.quick, self.args.burst_jobs
+        )
+        self.figures.update(figures)
+        self.detail["kafka_target"] = detail
 
     # -- plumbing -------------------------------------------------------------------------
     def _ratio(self, name: str, numerator: str, denominator: str) -> None:
