@@ -30,6 +30,10 @@ class CodecError(SchedulerStreamError):
     """Bytes could not be decoded into an event (bad marker, unknown schema, corrupt body)."""
 
 
+class RejectedRecord(SchedulerStreamError):
+    """An input record that cannot be accepted; the message is the reason."""
+
+
 class BrokerError(SchedulerStreamError):
     """The local Kafka broker could not be fetched, started, stopped or reached."""
 

@@ -9,14 +9,10 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.codec import Codec
-from schedulerstream.errors import CodecError, SchedulerStreamError, ValidationError
+from schedulerstream.errors import CodecError, RejectedRecord, SchedulerStreamError, ValidationError
 from schedulerstream.ids import split_job_key
 from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition, field_errors
-
-
-class RejectedRecord(SchedulerStreamError):
-    """An input record that cannot be accepted; the message is the reason."""
 
 
 def describe_validation(exc: PydanticValidationError) -> str:

@@ -63,8 +63,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "runtime": CORE | {"kafka"},
     # targets implement one Protocol and know nothing of consumer loops or state stores
     "targets": CORE | {"kafka"},
-    # the worker SDK runs a pool's jobs (it shares the worker wire format in targets/worker.py)
-    "worker": CORE | {"kafka", "targets"},
+    # the worker SDK runs a pool's jobs (the wire format it shares is contracts/worker.py)
+    "worker": CORE | {"kafka"},
     # metrics read the runtime's counters; topologies observe into them
     "observability": CORE | {"kafka", "runtime"},
     # topologies on the runtime; they do not import each other

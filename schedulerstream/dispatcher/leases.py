@@ -23,6 +23,7 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from schedulerstream.contracts.worker import WorkerEvent
 from schedulerstream.dispatcher.events import Output
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import DispatchLogic
@@ -30,7 +31,6 @@ from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.targets.base import Outcome
 from schedulerstream.targets.envelope import iso_utc
-from schedulerstream.targets.worker import WorkerEvent
 
 INDEX = b"lease/"
 _INDEX_HEAD = len(b"lease/0000000000000000/")

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
+from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
 from schedulerstream.dispatcher.executor import Completion, Executor
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
@@ -51,9 +52,9 @@ from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Target
+from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.http import HttpTarget
 from schedulerstream.targets.kafka import TargetTopics, admin_lookup, kafka_record
-from schedulerstream.targets.worker import cancel_value, decode_worker_event, offer_value
 from schedulerstream.tenants.policy import TenantPolicy
 
 log = logging.getLogger(__name__)
@@ -349,8 +350,8 @@ class DispatcherTopology(Topology):
             self._settle(ctx, start, Outcome("failed", reason, True, 0))
             return
         lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
-        value = offer_value(start.delivery, config.pool, lease.lease_ms, now, run.deadline_us,
-                            ctx.partition)  # fmt: skip
+        value = offer_value(envelope(start.delivery), config.pool, lease.lease_ms, now,
+                            run.deadline_us, ctx.partition)  # fmt: skip
         ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)],
                     origin=origin)  # fmt: skip
 

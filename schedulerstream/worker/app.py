@@ -11,9 +11,9 @@ from typing import Any, Protocol, overload
 
 from pydantic import JsonValue
 
+from schedulerstream.contracts.worker import WorkOffer
 from schedulerstream.errors import ConfigError, SchedulerStreamError
 from schedulerstream.model import from_us
-from schedulerstream.targets.worker import WorkOffer
 
 
 class JobFailed(SchedulerStreamError):

@@ -13,8 +13,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from schedulerstream.contracts.worker import WorkCancel, decode_work
 from schedulerstream.ingest import RejectedRecord
-from schedulerstream.targets.worker import WorkCancel, decode_work
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from typing import Any
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from schedulerstream.clock import Clock, SystemClock
+from schedulerstream.contracts.worker import WorkCancel, WorkerEvent, WorkOffer, decode_work
 from schedulerstream.errors import ConfigError, FencedError, SchedulerStreamError
 from schedulerstream.ingest import RejectedRecord
 from schedulerstream.kafka.clients import base_config, consumer_config, producer_config
 from schedulerstream.kafka.topics import ensure_work_topic
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.settings import Settings
-from schedulerstream.targets.worker import WorkCancel, WorkerEvent, WorkOffer, decode_work
 from schedulerstream.worker.app import Job, JobFailed, WorkerApp
 from schedulerstream.worker.cancels import CancelWatch
 from schedulerstream.worker.execution import Execution

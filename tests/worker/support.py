@@ -15,13 +15,13 @@ from typing import Any
 from confluent_kafka import Producer
 
 from harness.procs import settings_env
+from schedulerstream.contracts.worker import WorkerEvent
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.runtime import Processor
 from schedulerstream.settings import Settings
-from schedulerstream.targets.worker import WorkerEvent
 from schedulerstream.worker import WorkerRunner
 from tests.dispatcher.support import CODEC, attempt_events, kinds, wait_for
 from tests.support.runs import read_events

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from schedulerstream.contracts.worker import WorkerEvent
 from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.settings import Settings
-from schedulerstream.targets.worker import WorkerEvent
 from tests.dispatcher.support import attempt_events, wait_for
 from tests.worker.apps import started
 from tests.worker.support import (

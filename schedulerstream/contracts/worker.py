@@ -1,4 +1,7 @@
-"""The worker-pool target: the JSON records of the offer/event contract.
+"""The worker wire format: the JSON records between the dispatcher and a worker pool.
+
+The dispatcher (schedulerstream/dispatcher) writes offers and cancels and reads events; the
+worker SDK (schedulerstream/worker) reads offers and cancels and writes events.
 
 Dispatcher → ``{prefix}work.{pool}`` (key = run id; the default partitioner, so a run's offer
 and cancel share a partition and arrive in order):
@@ -16,14 +19,13 @@ with ``kind`` one of claimed, heartbeat, succeeded, failed; ``failed`` adds ``re
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import JsonValue
 
-from schedulerstream.ingest import RejectedRecord
-from schedulerstream.targets.base import Delivery
-from schedulerstream.targets.envelope import envelope
+from schedulerstream.errors import RejectedRecord
 
 OFFER, CANCEL = "offer", "cancel"
 EVENT_KINDS = frozenset({"claimed", "heartbeat", "succeeded", "failed"})
@@ -90,12 +92,13 @@ class WorkerEvent:
         return json.dumps(data, separators=(",", ":")).encode()
 
 
-def offer_value(delivery: Delivery, pool: str, lease_ms: int, offered_at_us: int,
+def offer_value(envelope: Mapping[str, Any], pool: str, lease_ms: int, offered_at_us: int,
                 deadline_at_us: int, dispatcher_partition: int) -> bytes:  # fmt: skip
-    """The offer record's value (its key is the run id)."""
+    """The offer record's value (its key is the run id): the attempt's webhook envelope
+    (``targets.envelope``) plus the lease terms."""
     value = {
         "kind": OFFER,
-        **envelope(delivery),
+        **envelope,
         "pool": pool,
         "lease_ms": lease_ms,
         "offered_at_us": offered_at_us,
