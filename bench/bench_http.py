@@ -12,7 +12,9 @@ concurrent workers on one event loop:
 
 The phases alternate (raw, target, three times each) to even out drift; the rates are their
 means. ``*_cpu_us_*`` is this process's CPU time per call, which other load on the machine
-disturbs less than the rates. The last stdout line is JSON; ``--quick`` runs a short measurement.
+disturbs less than the rates; ``http_others_cores`` is the CPU other processes took meanwhile
+(above 0.2 cores, a warning on stderr and in ``http_warning``). The last stdout line is JSON;
+``--quick`` runs a short measurement.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.common import CpuMeter
 from harness.procs import ReceiverProcess
 from schedulerstream.model import HttpTarget as HttpTargetConfig
 from schedulerstream.targets import Delivery, HttpTarget
@@ -109,13 +113,22 @@ async def _measure(url: str, seconds: float) -> dict[str, float]:
     }
 
 
-def measure(seconds: float) -> dict[str, float]:
-    """Measure both rates for about ``seconds`` in total (plus a short warm-up)."""
+def measure(seconds: float) -> dict[str, Any]:
+    """Measure both rates for about ``seconds`` in total (plus a short warm-up); with the CPU
+    the rest of the machine took meanwhile (``http_others_cores``, and ``http_warning`` when
+    above NOISE_CORES)."""
     receiver = ReceiverProcess(record=False).start()
+    assert receiver.process is not None
+    meter = CpuMeter({"bench": os.getpid(), "receiver": receiver.process.pid}, "http").start()
     try:
-        return asyncio.run(_measure(receiver.url("/ok"), seconds))
+        found: dict[str, Any] = dict(asyncio.run(_measure(receiver.url("/ok"), seconds)))
     finally:
+        used = meter.stop()
         receiver.stop()
+    found["http_others_cores"] = used["others_cores"]
+    if meter.warning is not None:
+        found["http_warning"] = meter.warning
+    return found
 
 
 def main() -> None:

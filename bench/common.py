@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -88,6 +89,22 @@ def drop_topics(settings: Settings) -> None:
     shutil.rmtree(settings.data_dir, ignore_errors=True)
 
 
+def free_ports(count: int) -> int:
+    """A loopback port p with p + 1, ..., p + count - 1 free too."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = int(sock.getsockname()[1])
+        try:
+            for port in range(first + 1, first + count):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -108,9 +125,9 @@ def log_bytes(path: Path) -> int:
 # -- process clean-up -------------------------------------------------------------------------
 
 
-def children() -> list[int]:
-    """Pids of this process's live child processes (from /proc)."""
-    me = os.getpid()
+def children(parent: int | None = None) -> list[int]:
+    """Pids of the live child processes of ``parent`` (default: this process), from /proc."""
+    me = os.getpid() if parent is None else parent
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -261,11 +278,31 @@ def machine_busy() -> tuple[float, float]:
     return (sum(values) - idle) / _TICK, sum(values) / _TICK
 
 
-class CpuMeter:
-    """CPU cores used by named processes (and the whole machine) between ``start`` and ``stop``."""
+NOISE_CORES = 0.2  # other processes above this during a measurement disturb its figures
 
-    def __init__(self, pids: dict[str, int]) -> None:
+
+def noise_warning(what: str, others_cores: float) -> str | None:
+    """The warning (also printed to stderr) when other processes took more than NOISE_CORES
+    during ``what``; None when they did not."""
+    if others_cores <= NOISE_CORES:
+        return None
+    warning = (
+        f"{what}: other processes took {others_cores:.2f} cores (> {NOISE_CORES}); "
+        "its figures are disturbed"
+    )
+    progress(f"WARNING {warning}")
+    return warning
+
+
+class CpuMeter:
+    """CPU cores used by named processes (and the whole machine) between ``start`` and ``stop``;
+    ``stop`` warns on stderr when the rest of the machine took more than NOISE_CORES."""
+
+    def __init__(self, pids: dict[str, int], what: str = "a measurement") -> None:
         self.pids = pids
+        self.what = what
+        self.elapsed = 0.0  # seconds between the last start and stop
+        self.warning: str | None = None  # the last stop's noise warning
         self._start: dict[str, float] = {}
         self._machine = (0.0, 0.0)
         self._at = 0.0
@@ -277,7 +314,7 @@ class CpuMeter:
         return self
 
     def stop(self) -> dict[str, float]:
-        elapsed = time.monotonic() - self._at
+        elapsed = self.elapsed = time.monotonic() - self._at
         used = {
             name: round((cpu_seconds(pid) - self._start[name]) / elapsed, 3)
             for name, pid in self.pids.items()
@@ -291,4 +328,5 @@ class CpuMeter:
         # what the rest of the machine (other users' tests, ...) took meanwhile: noise
         ours = sum(used[name] for name in self.pids)
         used["others_cores"] = round(max(0.0, used["machine_busy_cores"] - ours), 3)
+        self.warning = noise_warning(self.what, used["others_cores"])
         return used
