@@ -293,8 +293,24 @@ def kafka_job(job_id: str, due_ms: int, topic: str) -> JobDefinition:
     )  # fmt: skip
 
 
+class IngestTooSlow(RuntimeError):
+    """The jobs were not all ingested a burst lead before the first came due."""
+
+
 def fire_ours(base: Settings, log_dir: Path, load: Load) -> dict[str, Any]:
-    """A fresh scheduler + dispatcher fire ``load`` to a target topic; lateness and CPU."""
+    """``fire_ours_once``, and once more twice as far ahead if the ingest was too slow (a
+    loaded machine)."""
+    margin_s = max(30, load.count // 1000 + 25)
+    try:
+        return fire_ours_once(base, log_dir, load, margin_s)
+    except IngestTooSlow as exc:
+        progress(f"  {exc}: once more, due {2 * margin_s} s ahead")
+        return fire_ours_once(base, log_dir, load, 2 * margin_s)
+
+
+def fire_ours_once(base: Settings, log_dir: Path, load: Load, margin_s: int) -> dict[str, Any]:
+    """A fresh scheduler + dispatcher fire ``load`` (due ``margin_s`` ahead) to a target topic;
+    lateness and CPU."""
     settings = fresh(base)
     topic = settings.topic("target")
     stack = Stack(settings, log_dir)
@@ -303,18 +319,22 @@ def fire_ours(base: Settings, log_dir: Path, load: Load) -> dict[str, Any]:
         create_target(settings, topic)
         stack.start()
         watch = TargetWatch(settings, topic)
-        margin_s = max(30, load.count // 1000 + 25)
         start_ms = math.ceil(time.time() + margin_s) * 1000
         dues = load.dues(start_ms)
         t0 = time.monotonic()
         publish(settings, [kafka_job(k, d, topic) for k, d in dues.items()])
-        ingest_s = time.monotonic() - t0 + wait_ingested(settings, timeout=margin_s)
+        latest_s = start_ms / 1000 - settings.burst_lead_ms / 1000 - 2  # all ingested by then
+        try:
+            ingest_s = time.monotonic() - t0
+            ingest_s += wait_ingested(settings, timeout=max(0.0, latest_s - time.time()))
+        except RuntimeError:
+            raise IngestTooSlow(f"not all {load.count} jobs ingested in {margin_s} s") from None
         lead_s = start_ms / 1000 - time.time()
         progress(f"  ours: {load.count} jobs from "
                  f"{time.strftime('%H:%M:%SZ', time.gmtime(start_ms // 1000))}, put and "
                  f"ingested in {ingest_s:.1f} s, {lead_s:.1f} s ahead")  # fmt: skip
-        if lead_s < settings.burst_lead_ms / 1000 + 2:
-            raise RuntimeError("ingest took too long: the jobs came due before all were loaded")
+        if time.time() > latest_s:
+            raise IngestTooSlow(f"{load.count} jobs ingested {lead_s:.1f} s before due")
         _wait_until(start_ms / 1000 - settings.burst_lead_ms / 1000 - 1)
         pids = {name: p.process.pid for name, p in stack.procs.items() if p.process}
         cpu = CpuWindow({**pids, **_broker()})
@@ -324,6 +344,7 @@ def fire_ours(base: Settings, log_dir: Path, load: Load) -> dict[str, Any]:
         found.update(used)
         found["cpu_s"] = round(sum(used[f"{name}_cpu_s"] for name in pids), 2)
         found["ingest_s"] = round(ingest_s, 1)
+        found["due_ahead_s"] = margin_s
         found["records_read"] = watch.records
         return found
     finally:
@@ -374,18 +395,13 @@ def measure(
             figures[f"{prefix}_cpu_s_{side}"] = result["cpu_s"]
             if result["missing"]:
                 figures[f"{prefix}_missing_{side}"] = result["missing"]
-    peer_s, ours_s = (
-        figures.get("kafka_target_burst_drain_s_peer"),
-        figures.get("kafka_target_burst_drain_s_ours"),
-    )
-    if peer_s and ours_s:
-        figures["kafka_target_burst_vs_peer"] = round(peer_s / ours_s, 3)
-    peer_p99, ours_p99 = (
-        figures.get("kafka_target_spread_p99_ms_peer"),
-        figures.get("kafka_target_spread_p99_ms_ours"),
-    )
-    if peer_p99 and ours_p99:
-        figures["kafka_target_spread_vs_peer"] = round(peer_p99 / ours_p99, 3)
+    for name, figure in (("burst_vs_peer", "burst_drain_s"), ("spread_vs_peer", "spread_p99_ms")):
+        peer, ours = (
+            figures.get(f"kafka_target_{figure}_peer"),
+            figures.get(f"kafka_target_{figure}_ours"),
+        )
+        if peer and ours:  # peer / ours: 1 or more means ours is at least as fast or timely
+            figures[f"kafka_target_{name}"] = round(peer / ours, 3)
     return figures, detail
 
 
