@@ -50,5 +50,11 @@ class StateError(SchedulerStreamError):
     """A local state store is missing, corrupt, or out of step with its changelog."""
 
 
+class DependencyDown(SchedulerStreamError):
+    """Something outside Kafka a processor writes to (the read model) stayed down. The runtime
+    catches it before any ``except Exception``: it aborts the open transaction and re-raises
+    it, so the processor stops and its records are processed again on restart."""
+
+
 class FencedError(SchedulerStreamError):
     """This instance's transactional producer was fenced: another owner took over."""

@@ -6,13 +6,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from schedulerstream.errors import CodecError
+from schedulerstream.errors import CodecError, SchedulerStreamError
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.publish import PublishError
 from schedulerstream.readmodel import ReadModelDataError, ReadModelUnavailable
 
 
-class ApiError(Exception):
+class ApiError(SchedulerStreamError):
     """An HTTP error with a one-line explanation."""
 
     def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:

@@ -8,11 +8,7 @@ from schedulerstream.cli.processors_cmd import processes_option, run_processor, 
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.kafka.access import check_access
 from schedulerstream.logs import configure_logging
-from schedulerstream.projector.topology import (
-    DEFAULT_KEEP_PER_JOB,
-    ProjectorTopology,
-    ReadModelDown,
-)
+from schedulerstream.projector.topology import DEFAULT_KEEP_PER_JOB, ProjectorTopology
 from schedulerstream.readmodel import open_read_model
 from schedulerstream.settings import load_settings
 
@@ -37,7 +33,5 @@ def projector(keep_runs: int, processes: int) -> None:
         check_access(settings, "projector")  # it may log in and has its ACLs (kafka/access.py)
         with open_read_model(settings) as model:
             run_processor(settings, ProjectorTopology(settings, model, keep_per_job=keep_runs))
-    except SchedulerStreamError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except ReadModelDown as exc:
+    except SchedulerStreamError as exc:  # ReadModelDown among them
         raise click.ClickException(str(exc)) from exc

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schedulerstream.codec import Codec, default_codec
+from schedulerstream.errors import DependencyDown
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.ingest import RejectedRecord, job_key_from_record_key
 from schedulerstream.projector import keys
@@ -41,12 +42,8 @@ log = logging.getLogger(__name__)
 DEFAULT_KEEP_PER_JOB = 100
 
 
-class ReadModelDown(BaseException):
-    """The read model stayed unwritable for the whole retry budget.
-
-    A BaseException on purpose: the runtime aborts the open transaction and re-raises it,
-    so the processor stops and the batch's records are processed again on restart.
-    """
+class ReadModelDown(DependencyDown):
+    """The read model stayed unwritable for the whole retry budget (the processor stops)."""
 
 
 class ProjectorTopology(Topology):

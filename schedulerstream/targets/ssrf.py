@@ -14,6 +14,8 @@ import socket
 from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from schedulerstream.errors import SchedulerStreamError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _V4_BLOCKED = tuple(
@@ -56,8 +58,10 @@ _V6_BLOCKED = tuple(
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
-class BlockedAddressError(OSError):
-    """A connection to a non-public address was refused by the SSRF guard."""
+class BlockedAddressError(SchedulerStreamError, OSError):
+    """A connection to a non-public address was refused by the SSRF guard. An OSError too:
+    aiohttp's connector turns an OSError from the resolver or the socket factory into a
+    ``ClientConnectorError`` whose ``os_error`` is this (targets/http.py reads it there)."""
 
 
 def blocked_reason(address: IPAddress | str) -> str | None:
