@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from schedulerstream.errors import FencedError
+from schedulerstream.errors import DependencyDown, FencedError
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime.changelog import capture
 from schedulerstream.runtime.charges import Charges, TopicLookup
@@ -194,6 +194,9 @@ class Committer:
         except KafkaException as exc:
             recover(classify(exc))
             return False
+        except DependencyDown as exc:  # the processor stops: re-raised after the abort
+            recover(TransactionFailed(Failure.ABORTABLE, f"pre_commit: {exc}"))
+            raise
         except Exception as exc:
             log.warning("pre_commit failed: %s: %s", type(exc).__name__, exc)
             recover(TransactionFailed(Failure.ABORTABLE, f"pre_commit: {exc}"))
