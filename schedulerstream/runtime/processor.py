@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
-from schedulerstream.errors import FencedError, StateError
+from schedulerstream.errors import DependencyDown, FencedError, StateError
 from schedulerstream.histogram import Histogram
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.changelog import Restorer, topic_id
@@ -348,6 +348,8 @@ class Processor:
                 ctx.held_until_us = None
                 self.task_manager.store_corrupted(task, exc)
                 return
+            except DependencyDown:  # the processor stops (errors.py)
+                raise
             except Exception as exc:
                 store.rollback()
                 ctx.outputs.clear()
@@ -383,6 +385,8 @@ class Processor:
             ctx.outputs.clear()
             self.task_manager.store_corrupted(task, exc)
             return
+        except DependencyDown:  # the processor stops (errors.py)
+            raise
         except Exception:
             store.rollback()
             ctx.outputs.clear()
