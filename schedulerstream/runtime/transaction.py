@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
+from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.runtime.context import Output
 from schedulerstream.runtime.watchdog import Watchdog
 
@@ -50,7 +51,7 @@ class Failure(enum.Enum):
     FATAL = "fatal"
 
 
-class TransactionFailed(Exception):
+class TransactionFailed(SchedulerStreamError):
     """A step of the commit protocol failed; ``failure`` says how to recover."""
 
     def __init__(self, failure: Failure, reason: str, group_fenced: bool = False) -> None:
