@@ -1,8 +1,9 @@
 """The topic layout: declared in ``topologies/topics.toml``, created and verified on a cluster.
 
-Everything that names a topic goes through here: ``spec("runs", settings).name`` is the full
-name; ``apply(settings)`` makes the cluster match the declarations or refuses (``TopologyError``)
-before changing anything when co-partitioning or compaction would be broken.
+A topic's full name is ``settings.topics.runs`` (contracts/topic_names.py, checked against the
+declarations here); ``spec("runs", settings)`` adds its partitions and configs. ``apply(settings)``
+makes the cluster match the declarations or refuses (``TopologyError``) before changing
+anything when co-partitioning or compaction would be broken.
 """
 
 from __future__ import annotations
