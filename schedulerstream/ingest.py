@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.codec import Codec
-from schedulerstream.errors import CodecError, RejectedRecord, SchedulerStreamError, ValidationError
+from schedulerstream.errors import CodecError, SchedulerStreamError, ValidationError
+from schedulerstream.errors import RejectedRecord as RejectedRecord  # re-exported for its importers
 from schedulerstream.ids import split_job_key
 from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition, field_errors

@@ -9,10 +9,10 @@ from datetime import UTC, date, datetime
 import click
 
 from schedulerstream.clock import SystemClock
+from schedulerstream.contracts.policies import DST_GAP_VALUES, DST_REPEAT_VALUES, DstGap, DstRepeat
 from schedulerstream.errors import CronSyntaxError, ValidationError
 from schedulerstream.timing import CronSchedule, PreviewEntry, parse_cron, preview
 from schedulerstream.timing.combine import DayRange, parse_excluded
-from schedulerstream.contracts.policies import DST_GAP_VALUES, DST_REPEAT_VALUES, DstGap, DstRepeat
 
 
 @click.group()

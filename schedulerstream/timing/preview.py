@@ -7,11 +7,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from schedulerstream.contracts.policies import DstGap, DstRepeat
 from schedulerstream.errors import ValidationError
 from schedulerstream.timing.civil import SECONDS_PER_DAY
 from schedulerstream.timing.combine import DayRange, ExcludedSchedule, UnionSchedule
 from schedulerstream.timing.cron_next import CronSchedule, parse_cron
-from schedulerstream.contracts.policies import DstGap, DstRepeat
 from schedulerstream.timing.schedule import MICROS, Schedule
 from schedulerstream.timing.zones import get_zone
 
