@@ -5,9 +5,10 @@
 
 Phases (``--only``/``--skip`` take their names): ``cron`` (bench_cron: our next-instant vs
 croniter), ``http`` (bench_http: HttpTarget vs a raw aiohttp loop), ``passthrough`` (bench_
-passthrough: raw transactional consume→produce), ``dispatch`` (bench_dispatch: one dispatcher
-draining pre-produced runs vs a raw aiohttp client at the same concurrency), ``e2e`` (bench_e2e:
-rate search and a sustained run, scheduler + dispatcher to a real receiver), ``burst``
+passthrough: raw transactional consume→produce), ``dispatch`` (bench_dispatch: one dispatcher,
+then two processes of its group, draining pre-produced runs vs a raw aiohttp client at the same
+concurrency), ``e2e`` (bench_e2e: rate search and a sustained run, scheduler + dispatcher to a
+real receiver), ``burst``
 (bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
 instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, state bytes per
 job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full), ``kafka_target``

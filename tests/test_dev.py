@@ -70,7 +70,9 @@ def test_dev_runs_the_stack_and_stops_cleanly_on_ctrl_c(
     log = tmp_path / "dev.log"
     with log.open("w") as out:  # a file, not a pipe nobody reads while the test waits
         dev = subprocess.Popen(
-            [sys.executable, "-m", "schedulerstream.cli", "dev", "--port", "0"],
+            # one dispatcher process on any machine (dev's default is half the cores)
+            [sys.executable, "-m", "schedulerstream.cli", "dev", "--port", "0",
+             "--dispatcher-processes", "1"],
             env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
 
