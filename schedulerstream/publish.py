@@ -4,7 +4,7 @@ waiting for the broker's delivery report so a returned version is durable."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ids import job_key_of_run, split_job_key
+from schedulerstream.jobfile import PROGRESS_STEP, Progress
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
@@ -34,48 +35,86 @@ class Publisher:
         self._producer = Producer(producer_config(settings, **{"linger.ms": 0}))
 
     def _send(
-        self, topic: str, records: Iterable[tuple[str, bytes | None]], timeout: float
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        timeout: float,
+        progress: Progress | None = None,
     ) -> None:
+        """Produce every record, then wait for all acknowledgements (``progress`` hears of
+        the ``writing`` stage)."""
         errors: list[str] = []
+        acknowledged = 0
 
         def report(err: KafkaError | None, msg: Message) -> None:
+            nonlocal acknowledged
             if err is not None:
                 errors.append(f"{msg.key()!r}: {err}")
+                return
+            acknowledged += 1
+            if progress is not None and acknowledged % PROGRESS_STEP == 0:
+                progress("writing", acknowledged, len(records))
 
-        count = 0
+        producer = self._producer
         for key, value in records:
-            self._producer.produce(topic, key=key.encode(), value=value, on_delivery=report)
-            self._producer.poll(0)
-            count += 1
-        remaining = self._producer.flush(timeout)
+            while True:
+                try:
+                    producer.produce(topic, key=key, value=value, on_delivery=report)
+                    break
+                except BufferError:  # the local queue is full: serve acknowledgements
+                    producer.poll(0.05)
+        remaining = producer.flush(timeout)
+        if progress is not None and acknowledged % PROGRESS_STEP:
+            progress("writing", acknowledged, len(records))
         if remaining:
-            raise PublishError(f"{remaining} of {count} writes to {topic} were not acknowledged")
+            raise PublishError(
+                f"{remaining} of {len(records)} writes to {topic} were not acknowledged"
+            )
         if errors:
             raise PublishError(f"writes to {topic} failed: {'; '.join(errors[:3])}")
 
-    def put_jobs(self, jobs: list[JobDefinition], timeout: float = 30.0) -> list[JobDefinition]:
+    def put_jobs(
+        self,
+        jobs: Sequence[JobDefinition],
+        timeout: float = 30.0,
+        progress: Progress | None = None,
+    ) -> list[JobDefinition]:
         """Produce job definitions (a missing version becomes now in µs); return them versioned.
 
         Every job is encoded and checked against the record limits before any is produced
-        (``ValidationError`` names the job, the field and the limit)."""
-        stamped = []
-        base = now_us()
-        for offset, job in enumerate(jobs):
-            stamped.append(job if job.version is not None else job.with_version(base + offset))
-        limits = self.settings.record_limits()
-        records = []
-        for job in stamped:
-            record = job.to_avro()
-            value = self.codec.encode("JobDefinition", record)
-            payload = record["payload_json"]
-            limits.check(job.key, len(value), 0 if payload is None else len(payload))
-            records.append((job.key, value))
-        self._send(self.settings.topic("schedules"), records, timeout)
+        (``ValidationError`` names the job, the field and the limit). ``progress`` hears of
+        the ``encoding`` and ``writing`` stages."""
+        stamped, records = self.encode_jobs(jobs, progress)
+        self._send(self.settings.topics.schedules, records, timeout, progress)
         return stamped
+
+    def encode_jobs(
+        self, jobs: Sequence[JobDefinition], progress: Progress | None = None
+    ) -> tuple[list[JobDefinition], list[tuple[bytes, bytes | None]]]:
+        """The versioned jobs and the (key, value) records ``put_jobs`` produces for them,
+        each checked against the record limits."""
+        base = now_us()
+        stamped = [
+            job if job.version is not None else job.with_version(base + offset)
+            for offset, job in enumerate(jobs)
+        ]
+        limits = self.settings.record_limits()
+        encode = self.codec.encode
+        records: list[tuple[bytes, bytes | None]] = []
+        for done, job in enumerate(stamped, 1):
+            if progress is not None and (done % PROGRESS_STEP == 0 or done == len(stamped)):
+                progress("encoding", done, len(stamped))
+            key = job.key
+            record = job.to_avro()
+            value = encode("JobDefinition", record)
+            payload = record["payload_json"]
+            limits.check(key, len(value), 0 if payload is None else len(payload))
+            records.append((key.encode(), value))
+        return stamped, records
 
     def delete_job(self, job_key: str, timeout: float = 30.0) -> None:
         split_job_key(job_key)
-        self._send(self.settings.topic("schedules"), [(job_key, None)], timeout)
+        self._send(self.settings.topics.schedules, [(job_key.encode(), None)], timeout)
 
     def command(
         self, job_key: str, kind: str, fields: dict[str, Any], timeout: float = 30.0
@@ -91,7 +130,7 @@ class Publisher:
                 "command": (f"io.schedulerstream.{kind}", fields),
             },
         )
-        self._send(self.settings.topic("commands"), [(job_key, value)], timeout)
+        self._send(self.settings.topics.commands, [(job_key.encode(), value)], timeout)
 
     def cancel_run(self, run_id: str, reason: str = "cancelled by request") -> None:
         self.command(job_key_of_run(run_id), "CancelRun", {"run_id": run_id, "reason": reason})

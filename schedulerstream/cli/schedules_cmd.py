@@ -2,15 +2,51 @@
 
 from __future__ import annotations
 
+import gc
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from schedulerstream.errors import SchedulerStreamError, ValidationError
-from schedulerstream.jobfile import parse_job_file
+from schedulerstream.jobfile import Progress, parse_job_file
+from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
+
+class StageProgress:
+    """``put``'s stages (validating, encoding, writing) on stderr: a bar when stderr is a
+    terminal, else a line per tenth of each stage."""
+
+    def __init__(self, bar: bool) -> None:
+        self.bar = bar
+        self._stage = ""
+        self._bar: ProgressBar[int] | None = None
+        self._tenths = 0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != self._stage:
+            self.close()
+            self._stage, self._tenths = stage, 0
+            if self.bar:
+                self._bar = click.progressbar(length=total, label=f"{stage:10}", file=sys.stderr)
+        if self._bar is not None:
+            self._bar.update(done - self._bar.pos)
+            return
+        tenths = 10 * done // max(total, 1)
+        if tenths > self._tenths:
+            self._tenths = tenths
+            click.echo(f"{stage}: {done:,} of {total:,} jobs", err=True)
+
+    def close(self) -> None:
+        """End the current bar's line."""
+        if self._bar is not None:
+            self._bar.render_finish()
+            self._bar = None
 
 
 @click.group()
@@ -20,24 +56,54 @@ def schedules() -> None:
 
 @schedules.command()
 @click.argument("file", type=click.File("r"))
-def put(file: IO[str]) -> None:
-    """Validate every job in FILE ('-' for stdin), then produce them all."""
-    jobs, errors = parse_job_file(file.read())
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress on stderr (default: a bar when stderr is a terminal, else nothing).",
+)
+def put(file: IO[str], progress: bool | None) -> None:
+    """Validate every job in FILE ('-' for stdin), then produce them all.
+
+    Prints one "TENANT/JOB_ID version N" line per job written on stdout; errors and progress
+    go to stderr."""
+    publisher = Publisher(load_settings())  # connects while the file is validated
+    shown = sys.stderr.isatty() if progress is None else progress
+    report = StageProgress(bar=sys.stderr.isatty()) if shown else None
+    try:
+        written, errors = put_text(publisher, file.read(), report)
+    except SchedulerStreamError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        if report is not None:
+            report.close()
     if errors:
         for error in errors:
             click.echo(f"error: {error}", err=True)
         click.echo("nothing was produced", err=True)
         sys.exit(2)
+    if written:
+        click.echo("\n".join(f"{job.key} version {job.version}" for job in written))
+
+
+def put_text(
+    publisher: Publisher, text: str, progress: Progress | None = None
+) -> tuple[list[JobDefinition], list[str]]:
+    """What ``put`` does with a job file's text: the jobs written, or why none was (every
+    error of the file, or the first job over a record limit)."""
+    collecting = gc.isenabled()
+    gc.disable()  # a bulk load adds live objects only: each collection would rescan them all
     try:
-        written = Publisher(load_settings()).put_jobs(jobs)
-    except ValidationError as exc:
-        click.echo(f"error: {exc.field}: {exc.message}", err=True)
-        click.echo("nothing was produced", err=True)
-        sys.exit(2)
-    except SchedulerStreamError as exc:
-        raise click.ClickException(str(exc)) from exc
-    for job in written:
-        click.echo(f"{job.key} version {job.version}")
+        jobs, errors = parse_job_file(text, progress)
+        if errors:
+            return [], [str(error) for error in errors]
+        try:
+            return publisher.put_jobs(jobs, progress=progress), []
+        except ValidationError as exc:
+            return [], [f"{exc.field}: {exc.message}"]
+    finally:
+        gc.freeze()  # and so would the first one after: what the load built is left out
+        if collecting:
+            gc.enable()
 
 
 @schedules.command()

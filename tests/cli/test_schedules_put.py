@@ -1,0 +1,128 @@
+"""``schedules put`` against the real broker: stdout holds one line per job written and nothing
+else; progress goes to stderr (a bar on a terminal, lines with --progress, nothing on a pipe by
+default); an invalid job anywhere in the file names its line and job, and nothing is produced."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.procs import settings_env
+from schedulerstream.cli.schedules_cmd import schedules
+from schedulerstream.kafka.reader import read_topic
+from schedulerstream.settings import Settings
+
+pytestmark = pytest.mark.kafka
+
+JOBS = 2_500
+
+
+def _job(number: int, **fields: object) -> dict[str, object]:
+    return {
+        "tenant": f"t{number % 3}",
+        "job_id": f"job-{number}",
+        "schedule": {"every": 60 + number % 10},
+        "target": {"type": "kafka", "topic": "out"},
+        **fields,
+    }
+
+
+def _file(tmp_path: Path, jobs: list[dict[str, object]]) -> Path:
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(job) for job in jobs) + "\n")
+    return path
+
+
+def _written_keys(settings: Settings) -> list[str]:
+    return sorted(
+        m.key().decode() for m in read_topic(settings, settings.topics.schedules, idle_timeout=1)
+    )
+
+
+def _assert_job_lines(stdout: str, count: int) -> None:
+    lines = stdout.splitlines()
+    assert len(lines) == count
+    expected = [f"t{n % 3}/job-{n}" for n in range(count)]
+    assert [line.split(" version ")[0] for line in lines] == expected
+    assert all(line.split(" version ")[1].isdigit() for line in lines)
+
+
+def test_progress_lines_go_to_stderr_and_stdout_holds_only_the_jobs(
+    topo: Settings, tmp_path: Path
+) -> None:
+    path = _file(tmp_path, [_job(n) for n in range(JOBS)])
+    result = CliRunner().invoke(schedules, ["put", "--progress", str(path)], env=settings_env(topo))
+    assert result.exit_code == 0, result.output
+    _assert_job_lines(result.stdout, JOBS)
+    assert result.stderr.splitlines() == [
+        f"{stage}: {done:,} of {JOBS:,} jobs"
+        for stage in ("validating", "encoding", "writing")
+        for done in (1000, 2000, JOBS)
+    ]
+    assert _written_keys(topo) == sorted(f"t{n % 3}/job-{n}" for n in range(JOBS))
+
+
+def test_a_pipe_gets_no_progress_by_default(topo: Settings, tmp_path: Path) -> None:
+    path = _file(tmp_path, [_job(n) for n in range(JOBS)])
+    done = subprocess.run(
+        [sys.executable, "-m", "schedulerstream.cli", "schedules", "put", str(path)],
+        env=settings_env(topo), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    _assert_job_lines(done.stdout, JOBS)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_terminal_gets_bars_on_stderr_and_stdout_stays_clean(
+    topo: Settings, tmp_path: Path
+) -> None:
+    path = _file(tmp_path, [_job(n) for n in range(JOBS)])
+    terminal, child_end = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "schedulerstream.cli", "schedules", "put", str(path)],
+        env=settings_env(topo), stdout=subprocess.PIPE, stderr=child_end,
+    )  # fmt: skip
+    os.close(child_end)
+    stdout, _ = proc.communicate(timeout=120)
+    shown = _read_all(terminal).decode()
+    os.close(terminal)
+    assert proc.returncode == 0, shown
+    _assert_job_lines(stdout.decode(), JOBS)
+    for stage in ("validating", "encoding", "writing"):
+        assert f"{stage:10}  [{'#' * 36}]  100%" in shown, shown
+
+
+def test_an_invalid_job_on_line_k_is_named_and_nothing_is_produced(
+    topo: Settings, tmp_path: Path
+) -> None:
+    jobs = [_job(n) for n in range(JOBS)]
+    jobs[1_733] = _job(1_733, target={"type": "http", "url": "ftp://example.com/x"})
+    path = _file(tmp_path, jobs)
+    result = CliRunner().invoke(schedules, ["put", "--progress", str(path)], env=settings_env(topo))
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert (
+        "error: line 1734: target.http.url: 'ftp://example.com/x' is not an http(s) URL with a "
+        "host (job t2/job-1733)"
+    ) in result.stderr.splitlines()
+    assert result.stderr.splitlines()[-1] == "nothing was produced"
+    assert _written_keys(topo) == []
