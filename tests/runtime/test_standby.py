@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -80,3 +82,57 @@ def test_a_standby_takes_over_warm_after_kill_9(counter_settings: Settings, tmp_
         a.kill()
         if b is not None:
             assert b.stop() == 0
+
+
+@pytest.mark.kafka
+def test_a_stopped_standby_is_replaced_by_a_live_one(
+    counter_settings: Settings, tmp_path: Path
+) -> None:
+    """Three members, one standby per partition. The holder of the standby of one of a's
+    partitions is SIGSTOPped: it leaves the group, so the live member becomes that partition's
+    standby and catches up; a then dies, and the partition goes warm to the live member, never
+    to the stale copy."""
+    s = counter_settings
+    apps = {name: App(s, tmp_path, name) for name in ("a", "b", "c")}
+    stopped: App | None = None
+    try:
+        wait_for(lambda: sorted(p for x in apps.values() for p in x.running()) == [0, 1, 2, 3],
+                 60, "three members share the four partitions")  # fmt: skip
+        wait_for(lambda: all(x.running() for x in apps.values()), 60, "each runs a partition")
+        owners = {
+            f"{s.topic_prefix}counter-{name}": frozenset(app.running())
+            for name, app in apps.items()
+        }
+        partition = min(apps["a"].running())
+        holder = next(
+            name for name in ("b", "c")
+            if partition in choose_standbys(f"{s.topic_prefix}counter-{name}", owners, 1)
+        )  # fmt: skip
+        live = "c" if holder == "b" else "b"
+        produce(s, "in", keyed(20, 10))
+        wait_for(lambda: len(counts(s)) >= 200, 60, "first outputs")
+        stopped = apps[holder]
+        live_app = apps[live]
+        mark = len(live_app.log_text())
+        os.kill(stopped.proc.pid, signal.SIGSTOP)
+        wait_for(lambda: f"standby {partition} caught up" in live_app.log_text()[mark:], 60,
+                 f"{live} follows partition {partition} once {holder} left")  # fmt: skip
+        produce(s, "in", keyed(20, 10))  # the stopped copy falls behind, the live one follows
+        wait_for(lambda: len(counts(s)) >= 400, 60, "more outputs")
+        before = len(RESTORED.findall(live_app.log_text()))
+        apps["a"].kill()
+        wait_for(lambda: partition in live_app.running(), 60, f"{live} takes {partition} over")
+        taken = {int(p): (int(n), kind) for p, n, kind in
+                 RESTORED.findall(live_app.log_text())[before:]}  # fmt: skip
+        records, kind = taken[partition]
+        assert kind == "warm" and records < 50, taken
+        os.kill(stopped.proc.pid, signal.SIGCONT)
+        stopped = None
+        produce(s, "in", keyed(20, 10))
+        wait_for(lambda: len(counts(s)) == 600, 60, "all outputs")
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 30 for k in range(20)})
+    finally:
+        if stopped is not None:
+            os.kill(stopped.proc.pid, signal.SIGCONT)
+        for app in apps.values():
+            app.kill()
