@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
@@ -96,7 +97,11 @@ class DispatchSpec:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    """Compact JSON with sorted keys (orjson, several times faster than json)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # a string with a lone surrogate, which json escapes
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @lru_cache(maxsize=16_384)
@@ -107,7 +112,7 @@ def target_config(target_json: str) -> TargetConfig:
 
 def target_avro_json(value: Any) -> str:
     """The target of a decoded ``JobDefinition`` Avro record as canonical JSON."""
-    return json.dumps(target_from_avro(value), sort_keys=True, separators=(",", ":"))
+    return _canonical(target_from_avro(value))
 
 
 @lru_cache(maxsize=1024)
