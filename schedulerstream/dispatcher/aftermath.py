@@ -58,13 +58,16 @@ def after_finish(
     after a failed attempt); ``counts`` is False for a 410 (which pauses the job by itself)."""
     if spec is None or run.trigger == notices.NOTIFICATION:
         return NOTHING
+    notify = kind == "dead_lettered" and notices.DEAD_LETTERED in spec.notify_on
+    if spec.pause_after_failures is None and not notify:
+        return NOTHING  # most runs: nothing to count or notify
     error = run.last_error if kind == "dead_lettered" else reason
     last = notices.last_attempt(run.attempt, last_kind or kind, status_code, error, now_us)
     pause = None
     if spec.pause_after_failures is not None and (counts or kind == "succeeded"):
         pause = _count(codec, store, run, spec.pause_after_failures, kind, reason, last, now_us)
     notice = None
-    if kind == "dead_lettered" and notices.DEAD_LETTERED in spec.notify_on:
+    if notify:
         payload = notices.envelope(notices.DEAD_LETTERED, run.tenant, run.job_id,
                                    run.job_version, run.run_id, reason, last)  # fmt: skip
         notice = RunRecord(

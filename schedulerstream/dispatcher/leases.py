@@ -28,12 +28,13 @@ from schedulerstream.dispatcher.events import Output
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import DispatchLogic
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.runtime.store import StateStore
+from schedulerstream.runtime.store import StateStore, prefix_end
 from schedulerstream.targets.base import Outcome
 from schedulerstream.targets.envelope import iso_utc
 
 INDEX = b"lease/"
 _INDEX_HEAD = len(b"lease/0000000000000000/")
+_NEVER = 1 << 63
 
 
 @dataclass(slots=True)
@@ -79,6 +80,8 @@ class WorkerLeases:
         self.expire_budget = expire_budget
         self.counters: Counter[str] = Counter()
         self._slots: dict[int, dict[str, str]] = {}  # partition → run id → tenant
+        # partition → no lease of it runs out before this (µs); absent: scan at the next tick
+        self._next_due: dict[int, int] = {}
 
     # -- reads ------------------------------------------------------------------------
     @staticmethod
@@ -100,7 +103,7 @@ class WorkerLeases:
         lease = Lease(run.run_id, run.tenant, pool, run.attempt,
                       min(now_us + self.lease_ms * 1000, run.deadline_us), run.deadline_us,
                       now_us, self.lease_ms)  # fmt: skip
-        self._save(store, lease)
+        self._save(store, partition, lease)
         self._slots.setdefault(partition, {})[run.run_id] = run.tenant
         self.counters["offered"] += 1
         return lease
@@ -121,7 +124,7 @@ class WorkerLeases:
                 lease.worker, lease.claimed_at_us = event.worker, now_us
             lease.beat_at_us = now_us
             lease.until_us = min(now_us + lease.lease_ms * 1000, lease.deadline_us)
-            self._save(store, lease)
+            self._save(store, partition, lease)
             self.counters[event.kind] += 1
             return True
         self.end(store, partition, lease)
@@ -140,10 +143,13 @@ class WorkerLeases:
     def expire(self, store: StateStore, out: Output, partition: int,
                now_us: int) -> list[Lease]:  # fmt: skip
         """End the leases whose time passed (at most ``expire_budget``); returns them, so the
-        caller tells their workers to stop."""
-        due = store.range(INDEX, index_key(now_us + 1, ""))
+        caller tells their workers to stop. A partition without a lease due costs no scan."""
+        if now_us < self._next_due.get(partition, 0):
+            return []
+        due = list(itertools.islice(store.range(INDEX, index_key(now_us + 1, "")),
+                                    self.expire_budget))  # fmt: skip
         expired: list[Lease] = []
-        for key, _ in list(itertools.islice(due, self.expire_budget)):
+        for key, _ in due:
             store.delete(key)
             lease = self.get(store, key[_INDEX_HEAD:].decode())
             if lease is None or index_key(lease.until_us, lease.run_id) != key:
@@ -152,6 +158,9 @@ class WorkerLeases:
             self.logic.on_outcome(store, out, partition, lease.run_id, lease.attempt,
                                   self._expiry(lease, now_us), now_us)  # fmt: skip
             expired.append(lease)
+        if len(due) < self.expire_budget:  # all due ones ended: the earliest left is next
+            first = next(store.range(INDEX, prefix_end(INDEX)), None)
+            self._next_due[partition] = _NEVER if first is None else int(first[0][6:22], 16)
         return expired
 
     def end(self, store: StateStore, partition: int, lease: Lease) -> None:
@@ -179,7 +188,7 @@ class WorkerLeases:
         if grace > lease.until_us:
             store.delete(index_key(lease.until_us, lease.run_id))
             lease.until_us = grace
-            self._save(store, lease)
+            self._save(store, partition, lease)
         if not self.limits.acquire(run.tenant, now_us, None):
             self.limits.hold(run.tenant)  # it runs anyway: count it, over the limit
             self.counters["adopted_over_limit"] += 1
@@ -189,13 +198,17 @@ class WorkerLeases:
 
     def stopped(self, partition: int) -> None:
         """The partition left this process: give back the slots of its worker attempts."""
+        self._next_due.pop(partition, None)
         for tenant in self._slots.pop(partition, {}).values():
             self.limits.release(tenant, None)
 
     # -- helpers ----------------------------------------------------------------------
-    def _save(self, store: StateStore, lease: Lease) -> None:
+    def _save(self, store: StateStore, partition: int, lease: Lease) -> None:
         store.put(lease_key(lease.run_id), lease.to_bytes())
         store.put(index_key(lease.until_us, lease.run_id), b"")
+        due = self._next_due.get(partition)
+        if due is not None and lease.until_us < due:
+            self._next_due[partition] = lease.until_us
 
     def _expiry(self, lease: Lease, now_us: int) -> Outcome:
         started = lease.claimed_at_us or lease.offered_at_us
