@@ -5,7 +5,9 @@
 
 Phases (``--only``/``--skip`` take their names): ``cron`` (bench_cron: our next-instant vs
 croniter), ``http`` (bench_http: HttpTarget vs a raw aiohttp loop), ``passthrough`` (bench_
-passthrough: raw transactional consume→produce), ``dispatch`` (bench_dispatch: one dispatcher,
+passthrough: raw transactional consume→produce), ``put`` (bench_put: ``schedules put`` in-process
+and as the CLI vs a raw producer writing the same records; 20,000 jobs quick, 200,000 full),
+``dispatch`` (bench_dispatch: one dispatcher,
 then two processes of its group, draining pre-produced runs vs a raw aiohttp client at the same
 concurrency), ``e2e`` (bench_e2e: rate search and a sustained run, scheduler + dispatcher to a
 real receiver), ``burst``
@@ -61,7 +63,9 @@ from bench.common import (
 from schedulerstream.kafka.broker import LocalBroker, broker_answers
 from schedulerstream.settings import Settings
 
-PHASES = ("cron", "http", "passthrough", "dispatch", "e2e", "burst", "scheduler", "kafka_target")
+PHASES = (
+    "cron", "http", "passthrough", "put", "dispatch", "e2e", "burst", "scheduler", "kafka_target",
+)  # fmt: skip
 REQUIRED = (
     "scheduler_runs_per_s", "passthrough_per_s", "scheduler_vs_passthrough",
     "e2e_rate_per_s", "e2e_lateness_p50_ms", "e2e_lateness_p99_ms", "e2e_lateness_p999_ms",
@@ -109,6 +113,12 @@ class Run:
         self.figures["passthrough_baseline"] = raw["baseline"]
         self.figures["passthrough_records"] = records
         self._ratio("scheduler_vs_passthrough", "scheduler_runs_per_s", "passthrough_per_s")
+
+    def put(self) -> None:
+        from bench import bench_put
+
+        assert self.base is not None
+        self.figures.update(bench_put.measure(self.base, 20_000 if self.quick else 200_000))
 
     def dispatch(self) -> None:
         assert self.base is not None
