@@ -133,7 +133,10 @@ class TargetWatch:
         deadline = time.monotonic() + timeout_s
         last_new, checked = time.time(), time.monotonic()
         while len(self.arrivals) < len(dues) and time.monotonic() < deadline:
-            batch = self.consumer.consume(2000, 0.05)
+            # poll returns at the first record (a batch consume would wait out its timeout
+            # unless full); what is queued behind it is taken at once
+            first = self.consumer.poll(0.05)
+            batch = [] if first is None else [first, *self.consumer.consume(2000, 0)]
             now_ms = time.time() * 1000
             for msg in batch:
                 if msg.error():
