@@ -40,6 +40,12 @@ def due_key(not_before_us: int, job_key: str) -> bytes:
     )
 
 
+def moved_due_key(key: bytes, not_before_us: int) -> bytes:
+    """``key``'s job at another instant (its hash and job key reused)."""
+    start = len(DUE_PREFIX)
+    return DUE_PREFIX + _BE64.pack(not_before_us + _OFFSET) + key[start + 8 :]
+
+
 def due_upper_bound(until_us: int) -> bytes:
     """The first key after every due entry with not_before ≤ ``until_us``."""
     return DUE_PREFIX + _BE64.pack(until_us + 1 + _OFFSET)

@@ -25,6 +25,7 @@ from schedulerstream.model import MAX_PAUSED_REASON
 from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.pause_notice import paused_notice
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
+from schedulerstream.scheduler.records import FastRecords
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 from schedulerstream.scheduler.timers import (
     Emission,
@@ -91,6 +92,7 @@ class SchedulerLogic:
         due_batch: int = 5000, backfill_chunk: int = 1000, limits: RecordLimits | None = None,
     ) -> None:  # fmt: skip
         self.codec = codec
+        self.records = FastRecords.for_codec(codec)  # None: encode with the codec
         self.limits = limits or RecordLimits()
         self.topics = topics
         self.timers = timers
@@ -128,24 +130,36 @@ class SchedulerLogic:
     def plan_of(self, job_key: str, state: JobState) -> JobPlan:
         return self.plans.get(job_key, state.version, state.definition)
 
-    def save(self, store: Store, job_key: str, old: JobState | None, new: JobState | None) -> None:
-        """Write the job record (logged) and keep the derived indexes in step."""
+    def save(
+        self, store: Store, job_key: str, old: JobState | None, new: JobState | None,
+        old_due_key: bytes | None = None,
+    ) -> None:  # fmt: skip
+        """Write the job record (logged) and keep the derived indexes in step
+        (``old_due_key``: ``old``'s due key, when the caller has it at hand)."""
         if new is None:
             store.delete(keys.job_store_key(job_key))
         else:
-            store.put(keys.job_store_key(job_key), new.encode(self.codec))
-        self._reindex(store, job_key, old, new)
+            value = new.encode(self.codec) if self.records is None else self.records.job(new)
+            store.put(keys.job_store_key(job_key), value)
+        self._reindex(store, job_key, old, new, old_due_key)
 
     def _reindex(
-        self, store: Store, job_key: str, old: JobState | None, new: JobState | None
-    ) -> None:
+        self, store: Store, job_key: str, old: JobState | None, new: JobState | None,
+        old_due_key: bytes | None = None,
+    ) -> None:  # fmt: skip
         old_due = None if old is None else old.next_emit_us
         new_due = None if new is None else new.next_emit_us
         if old_due != new_due:
             if old_due is not None:
-                store.delete(keys.due_key(old_due, job_key), logged=False)
+                if old_due_key is None:
+                    old_due_key = keys.due_key(old_due, job_key)
+                store.delete(old_due_key, logged=False)
             if new_due is not None:
-                due_key = keys.due_key(new_due, job_key)
+                due_key = (
+                    keys.due_key(new_due, job_key)
+                    if old_due_key is None
+                    else keys.moved_due_key(old_due_key, new_due)
+                )
                 store.put(due_key, b"", logged=False)
                 floor = self._due_floor.get(store)
                 if floor is not None and due_key < floor:
@@ -317,12 +331,13 @@ class SchedulerLogic:
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
         self._due_floor[store] = due[-1] if more else upper
         for due_key in due:
-            _, job_key = keys.parse_due_key(due_key)
+            due_us, job_key = keys.parse_due_key(due_key)
             state = self.load(store, job_key)
             if state is None:
                 store.delete(due_key, logged=False)
                 continue
-            self._emit_due(store, out, partition, job_key, state, now_us)
+            known = due_key if due_us == state.next_emit_us else None
+            self._emit_due(store, out, partition, job_key, state, now_us, known)
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self._due_floor[store]:
             self._due_floor[store] = kept
@@ -334,9 +349,11 @@ class SchedulerLogic:
         return more
 
     def _emit_due(
-        self, store: Store, out: Output, partition: int, job_key: str, state: JobState, now_us: int
-    ) -> JobState:
-        """Emit what is due for one job; return its new state (``state`` is left untouched)."""
+        self, store: Store, out: Output, partition: int, job_key: str, state: JobState,
+        now_us: int, due_key: bytes | None = None,
+    ) -> JobState:  # fmt: skip
+        """Emit what is due for one job; return its new state (``state`` is left untouched;
+        ``due_key``: its due key, when the caller has it)."""
         new = state.copy()
         plan = self.plan_of(job_key, new)
         result = advance(new, plan, now_us, self.timers, _next_after)
@@ -345,7 +362,7 @@ class SchedulerLogic:
         for missed in result.missed:
             self._missed(out, partition, plan, missed, now_us)
         if result.emissions or result.missed or _indexed(state) != _indexed(new):
-            self.save(store, job_key, state, new)
+            self.save(store, job_key, state, new, due_key)
             return new
         return state
 
@@ -383,12 +400,28 @@ class SchedulerLogic:
 
     # -- outputs ----------------------------------------------------------------------------
     def _emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:
-        job_key = f"{plan.tenant}/{plan.job_id}"
-        reason = out.failed(job_key)
+        reason = out.failed(plan.key)
         if reason is not None:
             self._not_emitted(out, partition, plan, e, reason, now_us)
             return
-        value = self.codec.encode(
+        value = self._run_record(plan, e, now_us)
+        if len(value) + len(e.run_id) > self.limits.max_record_bytes:
+            reason = (
+                f"its run record is {len(value):,} bytes, over the limit of "
+                f"{self.limits.max_record_bytes:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
+            )
+            self._not_emitted(out, partition, plan, e, reason, now_us)
+            return
+        out.produce(self.topics.runs, e.run_id.encode(), value, partition, origin=plan.key)
+        self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
+
+    def _run_record(self, plan: JobPlan, e: Emission, now_us: int) -> bytes:
+        if self.records is not None and e.payload_json == plan.payload_json:
+            return self.records.run(
+                e.run_id, plan.run_parts, plan.definition, e.scheduled_at_us, e.not_before_us,
+                now_us, e.trigger,
+            )  # fmt: skip
+        return self.codec.encode(
             "RunTriggered",
             {
                 "run_id": e.run_id,
@@ -403,15 +436,6 @@ class SchedulerLogic:
                 "job_definition": plan.definition,
             },
         )
-        if len(value) + len(e.run_id) > self.limits.max_record_bytes:
-            reason = (
-                f"its run record is {len(value):,} bytes, over the limit of "
-                f"{self.limits.max_record_bytes:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
-            )
-            self._not_emitted(out, partition, plan, e, reason, now_us)
-            return
-        out.produce(self.topics.runs, e.run_id.encode(), value, partition)
-        self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
 
     def _not_emitted(
         self, out: Output, partition: int, plan: JobPlan, e: Emission, reason: str, now_us: int

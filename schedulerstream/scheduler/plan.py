@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedulerstream.ids import scheduled_run_id
+from schedulerstream.scheduler.records import run_parts
 from schedulerstream.timing import Schedule
 from schedulerstream.timing.spec import schedule_of
 
@@ -29,12 +30,20 @@ class JobPlan:
     payload_json: str | None
     definition: bytes
     lead_us: int = 0
+    run_parts: tuple[bytes, bytes] = (b"", b"")  # records.run_parts of this job
 
     def jitter_of(self, run_id: str) -> int:
         """Deterministic, bounded delay in ``[0, jitter)`` for one run."""
         if self.jitter_us <= 0:
             return 0
         return zlib.crc32(run_id.encode()) * 2654435761 % self.jitter_us
+
+    def jitter_at(self, instant_us: int) -> int:
+        """``jitter_of`` the scheduled run at ``instant_us`` (its run id is only built when the
+        job has a jitter)."""
+        if self.jitter_us <= 0:
+            return 0
+        return self.jitter_of(self.run_id(instant_us))
 
     def run_id(self, instant_us: int) -> str:
         return scheduled_run_id(self.key, instant_us)
@@ -67,11 +76,12 @@ def build_plan(
     record: dict[str, Any], definition: bytes, sparse_us: int = 0, burst_lead_us: int = 0
 ) -> JobPlan:
     schedule = schedule_of(record["schedule"])
+    tenant, job_id, version = record["tenant"], record["job_id"], record["version"]
     return JobPlan(
-        key=f"{record['tenant']}/{record['job_id']}",
-        tenant=record["tenant"],
-        job_id=record["job_id"],
-        version=record["version"],
+        key=f"{tenant}/{job_id}",
+        tenant=tenant,
+        job_id=job_id,
+        version=version,
         schedule=schedule,
         misfire_policy=record["misfire_policy"],
         catch_up_window_us=record["catch_up_window_us"],
@@ -80,6 +90,7 @@ def build_plan(
         payload_json=record["payload_json"],
         definition=definition,
         lead_us=lead_for(schedule, sparse_us, burst_lead_us) if burst_lead_us else 0,
+        run_parts=run_parts(tenant, job_id, record["payload_json"], version, definition),
     )
 
 

@@ -76,7 +76,8 @@ def advance(
     result = Advance()
     if state.paused:
         return result
-    state.pending = [p for p in state.pending if p.not_before_us > now_us]
+    if state.pending:
+        state.pending = [p for p in state.pending if p.not_before_us > now_us]
     horizon = now_us + timers.lookahead_us + plan.lead_us
     window_start = now_us - plan.catch_up_window_us
     late_cut = now_us - timers.grace_us
@@ -92,30 +93,25 @@ def advance(
         cursor = max(last, window_start - 1)
 
     late: list[int] = []
-    on_time: list[tuple[int, int, str]] = []
+    chosen: list[tuple[int, int, str, str]] = []  # on time first; the late are put before
     budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
         if instant is None:
             break
-        run_id = plan.run_id(instant)
-        not_before = instant + plan.jitter_of(run_id)
+        not_before = instant + plan.jitter_at(instant)
         if not_before > horizon:
             break
         if instant < late_cut:
             late.append(instant)
         else:
-            on_time.append((instant, not_before, run_id))
+            chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
         cursor = instant
         budget -= 1
 
-    chosen: list[tuple[int, int, str, str]] = []
     if late:
         keep = _apply_policy(plan.misfire_policy, late, result)
-        for instant in keep:
-            run_id = plan.run_id(instant)
-            chosen.append((instant, now_us, run_id, "catch_up"))
-    chosen.extend((i, nb, rid, "scheduled") for i, nb, rid in on_time)
+        chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in keep]
 
     for instant, not_before, run_id, trigger in chosen:
         if plan.max_runs is not None and state.runs_emitted >= plan.max_runs:
@@ -154,7 +150,7 @@ def schedule_next(state: JobState, plan: JobPlan, next_after: NextAfter) -> None
     if instant is None:
         state.next_not_before_us = state.next_emit_us = None
     else:
-        state.next_not_before_us = instant + plan.jitter_of(plan.run_id(instant))
+        state.next_not_before_us = instant + plan.jitter_at(instant)
         state.next_emit_us = state.next_not_before_us - plan.lead_us
 
 

@@ -1,0 +1,71 @@
+"""The scheduler's own encoders write exactly what the codec writes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from schedulerstream.codec import SCHEMA_DIR, Codec, default_codec
+from schedulerstream.scheduler.records import FastRecords, long_bytes, run_parts
+from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
+
+STATES = [
+    JobState(1, b"", False, 0),
+    JobState(1_733_000_000_000_000, b"d" * 139, False, 1_733_000_000_000_000,
+             1_733_003_600_000_000, 1_733_003_600_250_000, 1_733_003_590_250_000, 7),
+    JobState((1 << 63) - 1, b"\x00" * 70_000, True, -(1 << 63), -1, -64, -65, 8191,
+             [PendingRun("t/j@20240101T000000Z", 1 << 50, 1 << 50), PendingRun("é/x@1", -3, 0)],
+             [f"req-{i}" for i in range(64)],
+             [BackfillCursor("b1", 5, 1 << 45, True, 8192), BackfillCursor("b2", -1, 0, False)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_a_job_record_is_the_codecs(state: JobState) -> None:
+    codec = default_codec()
+    fast = FastRecords.for_codec(codec)
+    assert fast is not None
+    assert fast.job(state) == state.encode(codec)
+    assert JobState.decode(codec, fast.job(state)) == state
+
+
+@pytest.mark.parametrize("payload", [None, "", '{"k": "é…"}', "x" * 10_000])
+@pytest.mark.parametrize("trigger", ["scheduled", "catch_up", "backfill", "manual"])
+def test_a_run_record_is_the_codecs(payload: str | None, trigger: str) -> None:
+    codec = default_codec()
+    fast = FastRecords.for_codec(codec)
+    assert fast is not None
+    definition = bytes(range(256)) * 3
+    for instant in (0, 63, 64, -1, 1_733_000_000_000_000, (1 << 63) - 2):
+        record = {
+            "run_id": "tenant-a/job.1@20241130T210000Z", "tenant": "tenant-a",
+            "job_id": "job.1", "scheduled_at_us": instant, "not_before_us": instant + 1,
+            "emitted_at_us": -instant, "trigger": trigger, "payload_json": payload,
+            "job_version": 1_733_000_000_123_456, "job_definition": definition,
+        }  # fmt: skip
+        parts = run_parts("tenant-a", "job.1", payload, 1_733_000_000_123_456, definition)
+        value = fast.run(record["run_id"], parts, definition, instant, instant + 1, -instant,
+                         trigger)  # fmt: skip
+        assert value == codec.encode("RunTriggered", record)
+
+
+def test_longs_are_zigzag_varints() -> None:
+    assert long_bytes(0) == b"\x00"
+    assert long_bytes(-1) == b"\x01"
+    assert long_bytes(1) == b"\x02"
+    assert long_bytes(64) == b"\x80\x01"
+    assert long_bytes(-(1 << 63)) == b"\xff" * 9 + b"\x01"
+
+
+def test_another_job_schema_falls_back_to_the_codec(tmp_path: Path) -> None:
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas, ignore=shutil.ignore_patterns("history"))
+    path = schemas / "io.schedulerstream.SchedulerJob.avsc"
+    schema = json.loads(path.read_text())
+    schema["fields"].append({"name": "added", "type": "long", "default": 0})
+    path.write_text(json.dumps(schema))
+    assert FastRecords.for_codec(Codec(schemas)) is None
+    assert FastRecords.for_codec(Codec(SCHEMA_DIR)) is not None
