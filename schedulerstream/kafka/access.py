@@ -30,7 +30,7 @@ from schedulerstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_OPERATION_NAMES = {"DESCRIBE_CONFIGS": "DescribeConfigs"}
+_OPERATION_NAMES = {"DESCRIBE_CONFIGS": "DescribeConfigs", "ALTER_CONFIGS": "AlterConfigs"}
 _QUIET = logging.getLogger("schedulerstream.kafka.access.librdkafka")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False

@@ -54,13 +54,16 @@ def _processor(
     """A runtime Processor: group ``{prefix}{name}``, transactional ids
     ``{prefix}{name}-{instance}``, its changelog, and the rejected topic. Its restore consumers
     (group id ``{prefix}{name}-restore``) only assign partitions at explicit offsets and never
-    reach the group coordinator: they need no group ACL (tests/secure restores with none)."""
+    reach the group coordinator: they need no group ACL (tests/secure restores with none).
+    AlterConfigs on the group sets its session timeout (runtime/membership.py); Write on the
+    transactional-id prefix also lets a member fence a departed member's id."""
     group = f"{settings.topic_prefix}{name}"
     return [
         *_topics(inputs, "Read"),
         *_topics([changelog], "Read", "Write"),
         *_topics([*outputs, settings.topics.rejected], "Write"),
         Need(GROUP, LITERAL, group, "Read"),
+        Need(GROUP, LITERAL, group, "AlterConfigs"),
         Need(TRANSACTIONAL_ID, PREFIXED, f"{group}-", "Write"),
     ]
 
@@ -181,7 +184,8 @@ def apply(settings: Settings, grants: Sequence[Grant], timeout: float = 30.0) ->
                 TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID}  # fmt: skip
     operation = {"Read": AclOperation.READ, "Write": AclOperation.WRITE,
                  "Create": AclOperation.CREATE, "Describe": AclOperation.DESCRIBE,
-                 "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS}  # fmt: skip
+                 "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
+                 "AlterConfigs": AclOperation.ALTER_CONFIGS}  # fmt: skip
     bindings = [
         AclBinding(
             resource[g.need.resource],
