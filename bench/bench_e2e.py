@@ -302,6 +302,11 @@ def rate_search(
             break
         best = round(best * 0.75, -1)  # the sustained run failed: one step down, once
     cpu = result["cpu_by_third"]
+    half_rate = round(result["rate_per_s"] / 2, -1)
+    progress(f"e2e at half the sustained rate: {half_rate:.0f} runs/s for {probe_s} s")
+    half, _ = run_step(base, log_dir, half_rate, probe_s, **shape)
+    tried.append(half | {"kind": "half"})
+    progress(_summary(half))
     figures = {
         "e2e_rate_per_s": result["rate_per_s"],
         "e2e_lateness_p50_ms": result["p50_ms"],
@@ -313,6 +318,8 @@ def rate_search(
         "e2e_missing": result["missing"],
         "e2e_p99_under_1s": result["ok"],
         "e2e_p99_by_third_ms": result["p99_by_third_ms"],
+        "e2e_half_rate_per_s": half_rate,
+        "e2e_p99_at_half_ms": half["p99_ms"],
         "e2e_rate_steps": [
             {k: r[k] for k in ("rate_per_s", "p99_ms", "missing", "runs", "ok")}
             | ({"sustained": True} if r.get("kind") == "sustained" else {})
