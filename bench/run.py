@@ -14,7 +14,11 @@ real receiver), ``burst``
 (bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
 instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, state bytes per
 job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full), ``kafka_target``
-(bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer).
+(bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer),
+``failover`` (bench_failover: kill -9 of one of two schedulers, then of one of two dispatchers,
+standbys on, 200 runs/s: takeover and the lateness of the runs due in the 10 s after),
+``partition`` (bench_partition: one scheduler partition of 400,000 jobs, as at 50M jobs on 128
+partitions; 100,000 in quick mode: state bytes, scan CPU per tick, warm, cold, standby takeover).
 
 The broker (127.0.0.1:39292, data in bench/results/broker) is started here when nothing answers
 (from an empty data dir) and stopped at the end; every process a phase started is stopped even
@@ -65,6 +69,7 @@ from schedulerstream.settings import Settings
 
 PHASES = (
     "cron", "http", "passthrough", "put", "dispatch", "e2e", "burst", "scheduler", "kafka_target",
+    "failover", "partition",
 )  # fmt: skip
 REQUIRED = (
     "scheduler_runs_per_s", "passthrough_per_s", "scheduler_vs_passthrough",
@@ -138,6 +143,7 @@ class Run:
         )  # fmt: skip
         self.figures.update(figures)
         self.detail["e2e"] = detail
+        self._ratio("e2e_vs_raw_http", "e2e_rate_per_s", "raw_http_per_s")
 
     def burst(self) -> None:
         assert self.base is not None
@@ -175,6 +181,19 @@ class Run:
         )
         self.figures.update(figures)
         self.detail["kafka_target"] = detail
+
+    def failover(self) -> None:
+        from bench import bench_failover
+
+        assert self.base is not None
+        self.figures.update(bench_failover.measure(self.base, 200, 10.0))
+
+    def partition(self) -> None:
+        from bench import bench_partition
+
+        assert self.base is not None
+        jobs = 100_000 if self.quick else 400_000
+        self.figures.update(bench_partition.measure(self.base, jobs))
 
     # -- plumbing -------------------------------------------------------------------------
     def _ratio(self, name: str, numerator: str, denominator: str) -> None:
