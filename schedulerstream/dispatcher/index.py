@@ -12,6 +12,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.dispatcher.states import TERMINAL
+from schedulerstream.runtime.store import StateStore, prefix_end
+
 QueueEntry = tuple[int, int, str]  # (due µs, seq, run id)
 
 
@@ -21,6 +26,22 @@ class PartitionIndex:
     def __init__(self) -> None:
         self._queues: dict[str, list[QueueEntry]] = {}
         self._active: dict[str, set[str]] = {}
+
+    @classmethod
+    def restored(cls, store: StateStore) -> tuple[PartitionIndex, list[RunRecord]]:
+        """The index of ``store``'s queue and active-run keys, and the started runs that have
+        not ended (in key order)."""
+        index = cls()
+        for key, raw_id in store.range(b"q/", prefix_end(b"q/")):
+            due_us, seq = rk.queue_entry(key)
+            index.push(rk.tenant_of_queue_key(key), due_us, seq, raw_id.decode())
+        active = []
+        for key, _ in list(store.range(b"active/", prefix_end(b"active/"))):
+            run = rk.load(store, rk.active_run_id(key))
+            if run is not None and run.status not in TERMINAL:
+                index.activate(run.job_key, run.run_id)
+                active.append(run)
+        return index, active
 
     # -- queues ---------------------------------------------------------------------------
     def push(self, tenant: str, due_us: int, seq: int, run_id: str) -> None:

@@ -24,12 +24,16 @@ from typing import Any
 import orjson
 
 from schedulerstream.dispatcher.spec import DispatchSpec
-
-# live states; "waiting" is a retry that sits on a delay topic
-QUEUED, IN_FLIGHT, WAITING, BUFFERED = "queued", "in_flight", "waiting", "buffered"
-# terminal states
-DONE, REVOKED = "done", "revoked"
-TERMINAL = frozenset({DONE, REVOKED})
+from schedulerstream.dispatcher.states import (
+    BUFFERED,
+    OUTCOME_OF,
+    QUEUED,
+    STATUS_OF,
+    TERMINAL,
+    AttemptOutcome,
+    RunStatus,
+)
+from schedulerstream.runtime.store import StateStore
 
 SEQ_KEY = b"ctr/seq"
 FORMAT = 2  # of a RunRecord's bytes; format 1 (a JSON object) is still read
@@ -54,6 +58,7 @@ def _loads(raw: bytes) -> Any:
 @dataclass(slots=True)
 class RunRecord:
     """One run as the dispatcher knows it; ``attempt`` is the last attempt started (0: none).
+    Its ``status`` changes only through ``states.move`` and ``states.end``.
 
     ``spec`` is what the dispatcher needs of the job's definition (None once the run ended).
     ``legacy_definition`` is the whole snapshot, in records written before DispatchSpec.
@@ -69,13 +74,13 @@ class RunRecord:
     payload_json: str | None
     job_version: int
     spec: DispatchSpec | None
-    status: str = QUEUED
+    status: RunStatus = QUEUED
     attempt: int = 0
     due_us: int = 0
     seq: int = 0
     deadline_us: int = 0
     last_error: str | None = None
-    outcome: str | None = None  # terminal: succeeded, failed, cancelled, ...
+    outcome: AttemptOutcome | None = None  # once it ended
     legacy_definition: bytes = b""
 
     @property
@@ -104,6 +109,8 @@ class RunRecord:
         data = _loads(raw)
         if isinstance(data, dict):  # format 1: an object with the base64 definition snapshot
             legacy = base64.b64decode(data.pop("definition"))
+            data["status"] = _status(data["status"])
+            data["outcome"] = _outcome(data["outcome"])
             return cls(**data, spec=None, legacy_definition=legacy)
         spec = None if data[10] is None else DispatchSpec.from_list(data[10])
         legacy = base64.b64decode(data[18]) if len(data) > 18 else b""
@@ -111,7 +118,8 @@ class RunRecord:
          _, status, attempt, due, seq, deadline, error, outcome) = data[:18]  # fmt: skip
         return cls(
             run_id, tenant, job_id, scheduled, not_before, accepted, trigger, payload, version,
-            spec, status, attempt, due, seq, deadline, error, outcome, legacy,
+            spec, STATUS_OF.get(status) or _status(status), attempt, due, seq, deadline, error,
+            outcome if outcome is None else OUTCOME_OF.get(outcome) or _outcome(outcome), legacy,
         )  # fmt: skip
 
     def run_view(self) -> dict[str, Any]:
@@ -124,6 +132,49 @@ class RunRecord:
             "trigger": self.trigger,
             "payload_json": self.payload_json,
         }
+
+
+def _status(value: str) -> RunStatus:
+    return STATUS_OF.get(value) or RunStatus(value)  # an unknown one raises ValueError
+
+
+def _outcome(value: str | None) -> AttemptOutcome | None:
+    return None if value is None else OUTCOME_OF.get(value) or AttemptOutcome(value)
+
+
+def load(store: StateStore, run_id: str) -> RunRecord | None:
+    raw = store.get(run_key(run_id))
+    return None if raw is None else RunRecord.from_bytes(raw)
+
+
+def save(store: StateStore, run: RunRecord) -> None:
+    store.put(run_key(run.run_id), run.to_bytes())
+
+
+def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
+    """Apply one changelog record while restoring, rebuilding the derived keys.
+
+    ``q/`` and ``active/`` keys are derived from run records, never changelogged: a run record
+    puts or deletes the queue key of its (tenant, due, seq) and its active key. (A queue key
+    of an earlier position compacted away stays behind: it is dropped when it reaches the
+    head of its queue.)"""
+    if value is None:
+        store.delete(key, logged=False)
+    else:
+        store.put(key, value, logged=False)
+    if value is None or not key.startswith(RUN_PREFIX):
+        return
+    run = RunRecord.from_bytes(value)
+    qkey = queue_key(run.tenant, run.due_us, run.seq)
+    if run.status == QUEUED:
+        store.put(qkey, run.run_id.encode(), logged=False)
+    else:
+        store.delete(qkey, logged=False)
+    akey = active_key(run.job_key, run.run_id)
+    if run.attempt > 0 and run.status not in TERMINAL:
+        store.put(akey, b"", logged=False)
+    else:
+        store.delete(akey, logged=False)
 
 
 RUN_PREFIX = b"run/"

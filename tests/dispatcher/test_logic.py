@@ -8,6 +8,7 @@ import json
 import pytest
 
 from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.states import IN_FLIGHT
 from schedulerstream.targets.base import Outcome
 
 from .harness import (
@@ -283,7 +284,7 @@ def test_an_outcome_of_a_superseded_attempt_is_ignored() -> None:
     h.finish(run_id(), FAIL)
     h.advance(5)
     assert not h.logic.on_outcome(h.store, h, 0, run_id(), 1, OK, h.now)
-    assert h.logic.load(h.store, run_id()).status == rk.IN_FLIGHT  # type: ignore[union-attr]
+    assert h.logic.load(h.store, run_id()).status == IN_FLIGHT  # type: ignore[union-attr]
 
 
 def test_restart_re_dispatches_in_flight_runs_with_the_next_attempt() -> None:
@@ -372,7 +373,7 @@ def test_run_records_of_the_previous_format_are_served_after_an_upgrade() -> Non
         "run_id": rid, "tenant": "acme", "job_id": "j1", "scheduled_at_us": T0,
         "not_before_us": T0, "accepted_at_us": T0, "trigger": "scheduled",
         "payload_json": None, "job_version": 1,
-        "definition": base64.b64encode(definition(timeout=7)).decode(), "status": rk.QUEUED,
+        "definition": base64.b64encode(definition(timeout=7)).decode(), "status": "queued",
         "attempt": 0, "due_us": T0, "seq": 1, "deadline_us": 0, "last_error": None,
         "outcome": None,
     }  # fmt: skip

@@ -1,0 +1,45 @@
+"""What the dispatcher logic asks the outside to do: start a delivery, abort one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from schedulerstream.dispatcher.spec import TargetConfig
+from schedulerstream.model import HttpTarget, SqsTarget
+from schedulerstream.targets.base import Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Begin ``delivery`` (attempt ``delivery.attempt``) to ``target``; a Limits slot is held."""
+
+    partition: int
+    tenant: str
+    delivery: Delivery
+    target: TargetConfig
+    host: str | None = None  # the Limits lane of the target's host (None: no host limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Abort the in-flight ``attempt`` of ``run_id``."""
+
+    partition: int
+    run_id: str
+    attempt: int
+
+
+Action = Start | Cancel
+
+
+def target_host(target: TargetConfig) -> str | None:
+    """The host (with port) a delivery connects to, for the per-host limit; None when the
+    attempt is produced in the dispatcher's own transaction (Kafka) or pulled (workers)."""
+    if isinstance(target, HttpTarget):
+        url = target.url
+    elif isinstance(target, SqsTarget):
+        url = target.queue_url
+    else:
+        return None
+    return urlsplit(url).netloc.lower() or None

@@ -1,0 +1,55 @@
+"""What the parts of the dispatcher logic share: the partition a call works on
+(``PartitionContext``) and the run lifecycle they call back into (``Runs``)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from schedulerstream.dispatcher.actions import Action
+from schedulerstream.dispatcher.events import Output
+from schedulerstream.dispatcher.fairness import DeficitRing
+from schedulerstream.dispatcher.index import PartitionIndex
+from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.dispatcher.spec import DispatchSpec
+from schedulerstream.dispatcher.states import AttemptOutcome
+from schedulerstream.runtime.store import StateStore
+
+
+class PartitionContext:
+    """The partition's store and output for this call, and its in-memory queue index and
+    tenant ring (kept by the logic across calls, rebuilt when the task starts running)."""
+
+    __slots__ = ("index", "out", "partition", "ring", "store")
+
+    def __init__(self, store: StateStore, out: Output, partition: int, index: PartitionIndex,
+                 ring: DeficitRing) -> None:  # fmt: skip
+        self.store = store
+        self.out = out
+        self.partition = partition
+        self.index = index
+        self.ring = ring
+
+
+class Runs(Protocol):
+    """What the parts of the dispatcher logic (overlap, retries) ask of it."""
+
+    def spec(self, run: RunRecord) -> DispatchSpec: ...
+
+    def finish(self, pc: PartitionContext, run: RunRecord, kind: AttemptOutcome, now_us: int,
+               reason: str | None, *, status_code: int | None = None,
+               last_kind: str | None = None) -> None: ...  # fmt: skip
+
+    def cancel(self, pc: PartitionContext, run: RunRecord, reason: str,
+               now_us: int) -> list[Action]: ...  # fmt: skip
+
+    def enqueue(self, pc: PartitionContext, run: RunRecord, due_us: int) -> None: ...
+
+
+class NoOutput:
+    """The Output of a call that must produce nothing (a retry record coming back)."""
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+        raise AssertionError(f"nothing may be produced here (to {topic})")
+
+
+NO_OUTPUT = NoOutput()

@@ -1,0 +1,80 @@
+"""Fair selection: which due runs of a partition start on this tick.
+
+Tenants take turns in weighted deficit round-robin (``DeficitRing``); a turn serves the
+tenant's earliest due run, if the overlap policy admits it (first attempts) and the Limits
+have a slot for its tenant and target host. At most ``start_budget`` runs start per tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.actions import Action, Start, target_host
+from schedulerstream.dispatcher.context import PartitionContext
+from schedulerstream.dispatcher.limits import Limits
+from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.dispatcher.spec import DispatchSpec
+from schedulerstream.dispatcher.states import QUEUED
+
+# (context, run, its queue key, now, actions) → may its first attempt start
+Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
+# (context, run, now, host) → the run's next attempt, started
+Begin = Callable[[PartitionContext, RunRecord, int, str | None], Start]
+
+
+class FairSelection:
+    """Serves the tenant queues of ``PartitionContext.index`` in ``PartitionContext.ring``
+    order."""
+
+    def __init__(self, limits: Limits, start_budget: int, spec: Callable[[RunRecord], DispatchSpec],
+                 admit: Admit, begin: Begin) -> None:  # fmt: skip
+        self.limits = limits
+        self.start_budget = start_budget
+        self._spec = spec
+        self._admit = admit
+        self._begin = begin
+
+    def select(self, pc: PartitionContext, now_us: int) -> list[Action]:
+        """Start what is due, fairly, within the budget and the limits."""
+        ring = pc.ring
+        actions: list[Action] = []
+        budget = [self.start_budget]
+
+        def serve(tenant: str) -> str:
+            if budget[0] <= 0 or self.limits.full():
+                return "blocked"
+            return self._serve(pc, tenant, now_us, actions, budget)
+
+        while ring and budget[0] > 0 and not self.limits.full():
+            if not ring.round(serve):
+                break
+        return actions
+
+    def _serve(self, pc: PartitionContext, tenant: str, now_us: int, actions: list[Action],
+               budget: list[int]) -> str:  # fmt: skip
+        """One turn of ``tenant``: a state for ``DeficitRing.round``."""
+        index = pc.index
+        head = index.head(tenant)
+        if head is None:
+            return "empty"
+        due_us, seq, run_id = head
+        if due_us > now_us:
+            return "blocked"  # the tenant's earliest run is not due yet
+        qkey = rk.queue_key(tenant, due_us, seq)
+        run = rk.load(pc.store, run_id)
+        if run is None or run.status != QUEUED or run.seq != seq:
+            index.pop(tenant)  # cancelled, revoked or re-queued since
+            pc.store.delete(qkey, logged=False)
+            return "skipped"
+        if run.attempt == 0 and not self._admit(pc, run, qkey, now_us, actions):
+            index.pop(tenant)
+            return "skipped"
+        host = target_host(self._spec(run).target)
+        if not self.limits.acquire(tenant, now_us, host):
+            return "blocked"
+        pc.store.delete(qkey, logged=False)
+        index.pop(tenant)
+        actions.append(self._begin(pc, run, now_us, host))
+        budget[0] -= 1
+        return "started"
