@@ -20,6 +20,7 @@ import logging
 import zlib
 from collections.abc import Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -61,39 +62,36 @@ def departed_owners(departed: Mapping[str, frozenset[int]], taken: set[int]) -> 
     return {owner for owner, partitions in departed.items() if partitions & taken}
 
 
+@dataclass
 class GroupView:
     """The group's members and their partitions, refreshed every ``refresh_s`` and on
     request; ``poll`` returns True when a new view arrived."""
 
-    def __init__(
-        self, admin: AdminClient, group_id: str, topic: str, clock: Clock,
-        refresh_s: float = 2.0, timeout_s: float = 5.0,
-    ) -> None:  # fmt: skip
-        self._admin = admin
-        self._group_id = group_id
-        self._topic = topic
-        self._clock = clock
-        self._refresh_s = refresh_s
-        self._timeout_s = timeout_s
-        self._pending: Future[Any] | None = None
-        self._next = 0.0
-        self.owners: Owners = {}
-        # members seen before and missing now: what they owned, and until when to remember
-        self.departed: dict[str, tuple[frozenset[int], float]] = {}
+    admin: AdminClient
+    group_id: str
+    topic: str
+    clock: Clock
+    refresh_s: float = 2.0
+    timeout_s: float = 5.0
+    owners: Owners = field(default_factory=dict)
+    # members seen before and missing now: what they owned, and until when to remember
+    departed: dict[str, tuple[frozenset[int], float]] = field(default_factory=dict)
+    _pending: Future[Any] | None = None
+    _next: float = 0.0
 
     def request(self) -> None:
         """Describe the group again as soon as the running request (if any) ends."""
         self._next = 0.0
 
     def poll(self) -> bool:
-        now = self._clock.monotonic()
+        now = self.clock.monotonic()
         if self._pending is None:
             if now < self._next:
                 return False
-            self._pending = self._admin.describe_consumer_groups(
-                [self._group_id], request_timeout=self._timeout_s
-            )[self._group_id]
-            self._next = now + self._refresh_s
+            self._pending = self.admin.describe_consumer_groups(
+                [self.group_id], request_timeout=self.timeout_s
+            )[self.group_id]
+            self._next = now + self.refresh_s
             return False
         if not self._pending.done():
             return False
@@ -101,12 +99,12 @@ class GroupView:
         try:
             description = future.result()
         except Exception as exc:  # a refresh that failed is tried again at the next
-            log.debug("describing group %s: %s", self._group_id, exc)
+            log.debug("describing group %s: %s", self.group_id, exc)
             return False
         owners: Owners = {}
         for member in description.members:
             assignment = member.assignment.topic_partitions if member.assignment else []
-            partitions = frozenset(tp.partition for tp in assignment if tp.topic == self._topic)
+            partitions = frozenset(tp.partition for tp in assignment if tp.topic == self.topic)
             owners[member.client_id] = owners.get(member.client_id, frozenset()) | partitions
         for client, partitions in self.owners.items():
             if client not in owners:

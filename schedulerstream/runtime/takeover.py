@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -27,25 +28,17 @@ from schedulerstream.settings import Settings
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class Takeover:
     """Standbys and predecessor fencing for one member (client id ``me``)."""
 
-    def __init__(
-        self,
-        me: str,
-        view: GroupView,
-        standbys: Standbys | None,
-        replicas: int,
-        fence: Callable[[str], None],
-        metrics: dict[str, float],
-    ) -> None:
-        self.me = me
-        self.view = view
-        self.standbys = standbys
-        self.replicas = replicas
-        self._fence = fence
-        self._metrics = metrics
-        self._taken: set[int] = set()  # assigned here, predecessors not yet checked
+    me: str
+    view: GroupView
+    standbys: Standbys | None
+    replicas: int
+    fence: Callable[[str], None]
+    metrics: dict[str, float]
+    taken: set[int] = field(default_factory=set)  # assigned here, predecessors not checked
 
     def assigned(self, partitions: set[int]) -> None:
         """Partitions about to get tasks here: their standbys close (the task opens the
@@ -53,7 +46,7 @@ class Takeover:
         if self.standbys is not None:
             for partition in partitions:
                 self.standbys.release(partition)
-        self._taken |= partitions
+        self.taken |= partitions
         self.view.request()
 
     def released(self) -> None:
@@ -67,22 +60,22 @@ class Takeover:
             if self.standbys is not None:
                 chosen = choose_standbys(self.me, self.view.owners, self.replicas)
                 self.standbys.want(chosen - owned)
-                self._metrics["standby_tasks"] = len(self.standbys.tasks)
+                self.metrics["standby_tasks"] = len(self.standbys.tasks)
         if self.standbys is not None:
             self.standbys.poll()
 
     def _fence_departed(self) -> None:
         mine = self.view.owners.get(self.me, frozenset())
-        for client in sorted(self.view.departed_owners(self._taken)):
+        for client in sorted(self.view.departed_owners(self.taken)):
             try:
-                self._fence(client)
+                self.fence(client)
             except KafkaException as exc:  # its transaction still ends at its timeout
                 log.warning("fencing departed member %s failed: %s", client, exc)
                 continue
             self.view.forget(client)
-            self._metrics["fenced_predecessors"] += 1
+            self.metrics["fenced_predecessors"] += 1
             log.info("fenced departed member %s: its open transaction is aborted", client)
-        self._taken -= mine  # the view shows the assignment: its predecessors are known
+        self.taken -= mine  # the view shows the assignment: its predecessors are known
 
     def close(self) -> None:
         if self.standbys is not None:
