@@ -3,7 +3,8 @@
 The processor thread submits attempts and cancels them; every attempt, however it ends
 (outcome, exception, cancellation), becomes one ``Completion`` on a thread-safe queue that the
 processor drains. An attempt is bounded by its deadline plus a grace period even if the target
-misbehaves.
+misbehaves: one sweep a quarter of the grace period cancels the attempts past their bound (a
+timer per attempt cost more than the rest of the executor's work for it).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class Executor:
         self._wake_pending = False
         self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
         self._tasks: dict[AttemptKey, asyncio.Task[Outcome]] = {}  # loop thread only
+        self._bounds: dict[AttemptKey, float] = {}  # loop time past which it is cut (loop)
+        self._overran: set[AttemptKey] = set()  # cut by the sweep, not cancelled (loop)
+        self._sweep_s = grace_s / 4
+        self._sweeping = False  # a sweep is scheduled (loop)
         self._thread.start()
 
     def _run(self) -> None:
@@ -84,15 +89,34 @@ class Executor:
     def _launch(self) -> None:
         """(loop thread) Start every queued submission."""
         self._wake_pending = False  # before draining: a later submit wakes the loop again
+        now = self._loop.time()
         while self._submitted:
             item = self._submitted.popleft()
-            task = self._loop.create_task(self._attempt(item.target, item.delivery, item.config))
+            task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
+                                                        item.config))  # fmt: skip
             self._tasks[item.key] = task
+            self._bounds[item.key] = now + item.delivery.deadline + self._grace_s
             task.add_done_callback(functools.partial(self._finished, item))
+        if self._tasks and not self._sweeping:
+            self._sweeping = True
+            self._loop.call_later(self._sweep_s, self._sweep)
+
+    def _sweep(self) -> None:
+        """(loop thread) Cut the attempts past their deadline plus the grace period."""
+        now = self._loop.time()
+        for key, bound in self._bounds.items():
+            if bound <= now and key not in self._overran:
+                self._overran.add(key)
+                self._tasks[key].cancel()
+        self._sweeping = bool(self._tasks)
+        if self._sweeping:
+            self._loop.call_later(self._sweep_s, self._sweep)
 
     def _finished(self, item: _Submission, task: asyncio.Task[Outcome]) -> None:
         """(loop thread) One attempt ended, however it ended."""
         self._tasks.pop(item.key, None)
+        self._bounds.pop(item.key, None)
+        self._overran.discard(item.key)
         outcome = None if task.cancelled() else task.result()
         partition, run_id, attempt = item.key
         self._done.put(Completion(partition, item.tenant, run_id, attempt, outcome, item.host))
@@ -157,16 +181,18 @@ class Executor:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
-    async def _attempt(self, target: Target[Any], delivery: Delivery, config: Any) -> Outcome:
-        limit = delivery.deadline + self._grace_s
+    async def _attempt(
+        self, key: AttemptKey, target: Target[Any], delivery: Delivery, config: Any
+    ) -> Outcome:
         try:
-            async with asyncio.timeout(limit):
-                return await target.deliver(delivery, config)
-        except TimeoutError:
+            return await target.deliver(delivery, config)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if key not in self._overran or task is None or task.uncancel() > 0:
+                raise  # cancelled (maybe as well as cut): no outcome
+            limit = delivery.deadline + self._grace_s
             reason = f"no answer within {delivery.deadline:g} s"
             return Outcome("timed_out", reason, True, round(limit * 1e6))
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # a target bug must not lose the attempt
             return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
 
