@@ -4,6 +4,8 @@
 - ``due/{not_before: 8-byte big-endian µs}{hash: 4 bytes}{job key}`` → b"" (derived timer index;
   the hash interleaves tenants within one instant so chunked scans stay fair)
 - ``bf/{job key}`` → b"" (derived: jobs with an active backfill)
+- ``bf0`` → b"" (derived: a live key right after the ``bf/`` range, so a scan of that range
+  stops there rather than seeking through the ``due/`` keys a burst deleted, until compaction)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import zlib
 JOB_PREFIX = b"job/"
 DUE_PREFIX = b"due/"
 BACKFILL_PREFIX = b"bf/"
+BACKFILL_END = b"bf0"  # the first key after every bf/ key
 _BE64 = struct.Struct(">Q")
 _BE32 = struct.Struct(">I")
 _OFFSET = 1 << 63  # makes signed instants sort as unsigned bytes

@@ -341,8 +341,9 @@ class SchedulerLogic:
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self._due_floor[store]:
             self._due_floor[store] = kept
-        bf_end = keys.BACKFILL_PREFIX[:-1] + bytes([keys.BACKFILL_PREFIX[-1] + 1])
-        for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, bf_end)):
+        if store.get(keys.BACKFILL_END) is None:
+            store.put(keys.BACKFILL_END, b"", logged=False)
+        for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END)):
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
             more |= self._backfill_chunk(store, out, partition, job_key, now_us)
         self._quarantine_jobs(store, out, partition, now_us)

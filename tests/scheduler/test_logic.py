@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from schedulerstream.ingest import RejectedRecord
-from schedulerstream.scheduler.keys import DUE_PREFIX, due_key, parse_due_key
+from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
 
 from .harness import Harness, command, definition, us
 
@@ -172,7 +172,7 @@ def test_delete_stops_runs_and_revokes_pending() -> None:
     h.out.clear()
     h.tick_until(us("2025-01-06T10:05:00Z"), step_s=0.5)
     assert h.out.runs() == []
-    assert h.store.data == {}
+    assert h.store.data == {BACKFILL_END: b""}  # nothing of the job is left
 
 
 def test_trigger_now_works_while_paused_and_is_idempotent() -> None:
