@@ -50,7 +50,8 @@ def outage(topo: Settings, procs: SpawnFault, grace_s: int, away_s: float) -> di
         *every_second_jobs(1, tenant="all", misfire_policy="catch_up"),
         *every_second_jobs(1, tenant="window", misfire_policy="catch_up", catch_up_window=window_s),
     ]
-    grace = {"misfire_grace_ms": grace_s * 1000}
+    # runs emitted ahead are not late: a 1 s lookahead keeps the late block as computed below
+    grace = {"misfire_grace_ms": grace_s * 1000, "lookahead_ms": 1000}
     sched = procs("scheduler", "a", **grace)
     sched.wait_running(topo.partitions)
     Publisher(topo).put_jobs(jobs)

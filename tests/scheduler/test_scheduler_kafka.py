@@ -251,7 +251,8 @@ def test_instances_joining_and_leaving_leave_no_gap_and_no_duplicate(
 
 
 def test_misfire_policies_after_a_full_outage(topo: Settings, spawn: Spawn) -> None:
-    grace = {"misfire_grace_ms": 2000}
+    # runs emitted ahead are not missed: a 1 s lookahead keeps the outage's missed span ~7 s
+    grace = {"misfire_grace_ms": 2000, "lookahead_ms": 1000}
     a = spawn("a", **grace)
     wait_all_running(a, topo.partitions)
     jobs = [
