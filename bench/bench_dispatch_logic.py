@@ -73,7 +73,7 @@ def run_values(runs: int, tenants: int) -> list[bytes]:
 def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
     store = RocksStore.open(workdir / "logic")
     limits = Limits(200, 50, 1e9, 100)
-    logic = DispatchLogic(default_codec(), Topics("attempts"), limits, "bench")
+    logic = DispatchLogic(default_codec(), Topics("attempts", "commands"), limits, "bench")
     out = Discard()
     now = T0 + 1
     started = time.perf_counter()

@@ -47,6 +47,7 @@ from schedulerstream.dispatcher.states import (
     end,
     move,
 )
+from schedulerstream.errors import StateError
 from schedulerstream.ingest import decode_command
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.targets.base import Delivery, Outcome
@@ -60,8 +61,8 @@ DEAD_LETTERED, CANCELLED = AttemptOutcome.DEAD_LETTERED, AttemptOutcome.CANCELLE
 @dataclass(frozen=True, slots=True)
 class Topics:
     attempts: str
+    commands: str  # a 410 sends PauseJob here
     tiers: tuple[tuple[str, int], ...] = ()  # (delay topic, delay µs), shortest first
-    commands: str = "cron.commands"  # a 410 sends PauseJob here
 
 
 @dataclass(slots=True)
@@ -103,10 +104,9 @@ class DispatchLogic:
                                        self._start)  # fmt: skip
 
     def spec(self, run: RunRecord) -> DispatchSpec:
-        """The run's DispatchSpec (read from the snapshot of a record of the older format)."""
+        """The run's DispatchSpec (an unfinished run always has one)."""
         if run.spec is None:
-            run.spec = self.specs.read(run.legacy_definition)[1]
-            run.legacy_definition = b""
+            raise StateError(f"run {run.run_id} has no dispatch spec: it ended")
         return run.spec
 
     def queue_depths(self, partition: int) -> dict[str, int]:
@@ -324,7 +324,7 @@ class DispatchLogic:
                              status_code=status_code, duration_us=duration_us)  # fmt: skip
         else:
             self.events.emit(pc.out, pc.partition, run, kind, now_us, reason=reason)
-        spec = run.spec if run.spec is not None or not run.legacy_definition else self.spec(run)
+        spec = run.spec
         after = after_finish(self.codec, store, run, spec, kind, reason, now_us,
                              status_code=status_code, last_kind=last_kind,
                              counts=counts)  # fmt: skip
@@ -335,7 +335,7 @@ class DispatchLogic:
         store.delete(rk.active_key(run.job_key, run.run_id), logged=False)
         pc.index.deactivate(run.job_key, run.run_id)
         end(run, kind)
-        run.spec, run.legacy_definition = None, b""
+        run.spec = None
         run.last_error = reason if kind != SUCCEEDED else None
         rk.save(store, run)
         store.put(rk.done_key(now_us, run.run_id), b"")

@@ -16,7 +16,6 @@ on restore):
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +32,11 @@ from schedulerstream.dispatcher.states import (
     AttemptOutcome,
     RunStatus,
 )
+from schedulerstream.errors import StateError
 from schedulerstream.runtime.store import StateStore
 
 SEQ_KEY = b"ctr/seq"
-FORMAT = 2  # of a RunRecord's bytes; format 1 (a JSON object) is still read
+FORMAT = 2  # of a RunRecord's bytes (a JSON array starting with it)
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -61,7 +61,6 @@ class RunRecord:
     Its ``status`` changes only through ``states.move`` and ``states.end``.
 
     ``spec`` is what the dispatcher needs of the job's definition (None once the run ended).
-    ``legacy_definition`` is the whole snapshot, in records written before DispatchSpec.
     """
 
     run_id: str
@@ -81,7 +80,6 @@ class RunRecord:
     deadline_us: int = 0
     last_error: str | None = None
     outcome: AttemptOutcome | None = None  # once it ended
-    legacy_definition: bytes = b""
 
     @property
     def not_started(self) -> bool:
@@ -100,26 +98,21 @@ class RunRecord:
             self.job_version, spec, self.status, self.attempt, self.due_us, self.seq,
             self.deadline_us, self.last_error, self.outcome,
         ]  # fmt: skip
-        if self.legacy_definition:
-            fields.append(base64.b64encode(self.legacy_definition).decode())
         return _dumps(fields)
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> RunRecord:
         data = _loads(raw)
-        if isinstance(data, dict):  # format 1: an object with the base64 definition snapshot
-            legacy = base64.b64decode(data.pop("definition"))
-            data["status"] = _status(data["status"])
-            data["outcome"] = _outcome(data["outcome"])
-            return cls(**data, spec=None, legacy_definition=legacy)
+        if not isinstance(data, list) or len(data) != 18 or data[0] != FORMAT:
+            raise StateError(f"run record of an unknown format (want a {FORMAT}-format array "
+                             f"of 18 fields): {raw[:80]!r}")  # fmt: skip
         spec = None if data[10] is None else DispatchSpec.from_list(data[10])
-        legacy = base64.b64decode(data[18]) if len(data) > 18 else b""
         (_, run_id, tenant, job_id, scheduled, not_before, accepted, trigger, payload, version,
          _, status, attempt, due, seq, deadline, error, outcome) = data[:18]  # fmt: skip
         return cls(
             run_id, tenant, job_id, scheduled, not_before, accepted, trigger, payload, version,
             spec, STATUS_OF.get(status) or _status(status), attempt, due, seq, deadline, error,
-            outcome if outcome is None else OUTCOME_OF.get(outcome) or _outcome(outcome), legacy,
+            outcome if outcome is None else OUTCOME_OF.get(outcome) or _outcome(outcome),
         )  # fmt: skip
 
     def run_view(self) -> dict[str, Any]:

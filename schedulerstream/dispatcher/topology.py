@@ -100,7 +100,7 @@ class DispatcherTopology(Topology):
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
-            Topics(settings.topics.attempts, tiers, commands=settings.topics.commands),
+            Topics(settings.topics.attempts, settings.topics.commands, tiers),
             self.limits,
             settings.instance_id,
             weights=self.tenants.weights,

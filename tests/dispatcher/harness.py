@@ -108,7 +108,9 @@ class Harness:
                  **kwargs: Any) -> None:  # fmt: skip
         self.clock = ManualClock(T0)
         self.limits = Limits(concurrency, tenant_concurrency, rate, host_concurrency)
-        self.logic = DispatchLogic(CODEC, Topics("attempts", TIERS), self.limits, "t", **kwargs)
+        self.logic = DispatchLogic(
+            CODEC, Topics("attempts", "commands", TIERS), self.limits, "t", **kwargs
+        )
         self.store = MemoryStore()
         self.records: list[tuple[str, bytes, dict[str, Any], int]] = []
         self.started: list[Start] = []
@@ -148,7 +150,7 @@ class Harness:
         """A new process: fresh limits and logic over the same committed store."""
         self.limits = Limits(self.limits.concurrency, self.limits.tenant_concurrency, 10_000.0,
                              self.limits.host_concurrency)  # fmt: skip
-        self.logic = DispatchLogic(CODEC, Topics("attempts", TIERS), self.limits, "t")
+        self.logic = DispatchLogic(CODEC, Topics("attempts", "commands", TIERS), self.limits, "t")
         self.in_flight.clear()
         self.logic.on_running(self.store, self, 0, self.now)
 

@@ -14,7 +14,7 @@ GONE = Outcome("gone", "HTTP 410: removed", False, 10, 410)
 
 
 def pauses(h: Harness) -> list[tuple[bytes, dict[str, Any], int]]:
-    return [(k, r, p) for t, k, r, p in h.records if t == "cron.commands"]
+    return [(k, r, p) for t, k, r, p in h.records if t == "commands"]
 
 
 def test_a_410_produces_one_pause_job_per_version() -> None:

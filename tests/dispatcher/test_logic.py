@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
 
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.states import IN_FLIGHT
+from schedulerstream.errors import StateError
 from schedulerstream.targets.base import Outcome
 
 from .harness import (
@@ -325,7 +325,7 @@ def test_restart_rebuilds_the_tenant_queues() -> None:
 def test_a_definition_of_another_job_is_refused() -> None:
     h = Harness()
     bad = run_triggered(job_id="j1")
-    from .harness import CODEC, definition
+    from .harness import CODEC
 
     record = CODEC.decode(bad)[1]
     record["job_definition"] = definition(job_id="other")
@@ -364,29 +364,17 @@ def test_an_at_most_once_run_whose_failure_is_known_is_retried() -> None:
     assert [k for k, _ in h.events()][-1] == "retry_scheduled"
 
 
-def test_run_records_of_the_previous_format_are_served_after_an_upgrade() -> None:
-    """A store written by a dispatcher before DispatchSpec (a JSON object with the whole
-    definition in base64) restores and dispatches under the new code."""
+def test_a_run_record_of_an_unknown_format_is_a_state_error_naming_it() -> None:
+    """A record not written by this format (an object, or another format number) is refused
+    with the record's start, never read as something else."""
     h = Harness()
     rid = run_id()
-    legacy = {
-        "run_id": rid, "tenant": "acme", "job_id": "j1", "scheduled_at_us": T0,
-        "not_before_us": T0, "accepted_at_us": T0, "trigger": "scheduled",
-        "payload_json": None, "job_version": 1,
-        "definition": base64.b64encode(definition(timeout=7)).decode(), "status": "queued",
-        "attempt": 0, "due_us": T0, "seq": 1, "deadline_us": 0, "last_error": None,
-        "outcome": None,
-    }  # fmt: skip
-    h.store.put(rk.run_key(rid), json.dumps(legacy).encode())
-    h.store.put(rk.queue_key("acme", T0, 1), rid.encode())
-    h.restart()
-    [start] = h.advance(0.1)
-    assert (start.delivery.run_id, start.delivery.deadline) == (rid, 7.0)
-    assert start.target.type == "http"
-    assert h.finish(rid)
-    assert h.events(rid)[-1] == ("succeeded", 1)
-    stored = h.logic.load(h.store, rid)
-    assert stored is not None and stored.outcome == "succeeded" and not stored.legacy_definition
+    h.store.put(rk.run_key(rid), json.dumps({"run_id": rid}).encode())
+    with pytest.raises(StateError, match="unknown format"):
+        rk.load(h.store, rid)
+    h.store.put(rk.run_key(rid), json.dumps([1, rid] + [None] * 16).encode())
+    with pytest.raises(StateError, match=rid):
+        rk.load(h.store, rid)
 
 
 def test_the_in_memory_queue_survives_restart_and_skips_stale_entries() -> None:

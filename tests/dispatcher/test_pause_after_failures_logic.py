@@ -37,7 +37,7 @@ def fragile(n: int, version: int = 1, **extra: Any) -> bytes:
 
 
 def pauses(h: Harness) -> list[dict[str, Any]]:
-    return [r["command"][1] for r in h.on_topic("cron.commands")]
+    return [r["command"][1] for r in h.on_topic("commands")]
 
 
 def fail_runs(h: Harness, ns: range, outcome: Outcome = FAIL, version: int = 1) -> None:
@@ -62,7 +62,7 @@ def test_three_failed_runs_in_a_row_ask_for_one_pause_with_the_reason() -> None:
     }
     assert last == {"attempt": 1, "outcome": "failed", "status_code": 503,
                     "error": "HTTP 503: try again", "at": "2026-01-01T00:00:00Z"}  # fmt: skip
-    [(_topic, key, _, partition)] = [r for r in h.records if r[0] == "cron.commands"]
+    [(_topic, key, _, partition)] = [r for r in h.records if r[0] == "commands"]
     assert (key, partition) == (b"acme/j1", 0)
     fail_runs(h, range(3, 5))  # the count started again: two more are not three
     assert len(pauses(h)) == 1

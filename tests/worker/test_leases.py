@@ -138,7 +138,7 @@ def test_a_restart_keeps_runs_a_worker_holds_and_expires_the_silent_ones_a_lease
     pool.event("heartbeat", held, 1)
     h = pool.h  # a new process: new logic and limits over the committed store
     h.limits = Limits(100, 100, 10_000.0, 10_000)
-    h.logic = DispatchLogic(CODEC, Topics("attempts", TIERS), h.limits, "t")
+    h.logic = DispatchLogic(CODEC, Topics("attempts", "commands", TIERS), h.limits, "t")
     pool.leases = WorkerLeases(pool.h.logic, pool.h.limits, LEASE_MS)
     pool.h.logic.on_running(pool.h.store, pool.h, 0, pool.h.now, adopt=pool.adopt_fn())
     assert pool.h.limits.by_tenant["acme"] == 2  # both slots held again
