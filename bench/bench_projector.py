@@ -194,7 +194,7 @@ def main() -> None:
 
 
 def measure_postgres(base: Settings, admin_url: str | None, jobs: int, runs: int) -> Any:
-    from tests.projector.pg import PostgresServer, create_database, drop_database
+    from harness.pg import PostgresServer, create_database, drop_database
 
     server = None if admin_url else PostgresServer().start()
     admin = admin_url or (server.url if server else "")

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from harness.pg import PostgresServer, create_database, drop_database
 from schedulerstream.kafka.connect import ConnectJars, LocalConnect, fetch_jars
 from schedulerstream.settings import Settings
-from tests.projector.pg import PostgresServer, create_database, drop_database
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.pg import PostgresServer, create_database, drop_database
 from schedulerstream.kafka import topics
 from schedulerstream.readmodel import SqlReadModel, open_read_model
 from schedulerstream.settings import Settings
-from tests.projector.pg import PostgresServer, create_database, drop_database
 
 BACKENDS = ["sqlite", "postgres"]
 

@@ -1,6 +1,6 @@
 """Debian's Chromium for the console tests, driven by Playwright (never ``playwright install``).
 
-Like tests/projector/pg.py for PostgreSQL: when /usr/bin/chromium is missing and we are root on
+Like harness/pg.py for PostgreSQL: when /usr/bin/chromium is missing and we are root on
 Debian, the ``chromium`` package is installed with apt-get first (CI's fresh machine);
 ``SS_TEST_CHROMIUM`` names another executable.
 """

@@ -1,4 +1,5 @@
-"""A real PostgreSQL server for the tests: Debian's binaries, a throw-away cluster, a free port.
+"""A real PostgreSQL server for the tests and the projector bench: Debian's binaries, a throw-away
+cluster, a free port.
 
 ``SS_TEST_DATABASE_URL`` (a ``postgresql://`` URL of a database the tests may create databases
 from) uses an existing server instead. Without either, and as root on Debian, the server
