@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -75,7 +74,11 @@ def test_kill_9_mid_stream_then_restart_is_exactly_once(
     again = App(s, tmp_path, "a")
     try:
         wait_for(lambda: len(counts(s)) >= 2000, 60, "all outputs after restart")
-        time.sleep(0.5)
+        wait_for(
+            lambda: committed_offsets(s, s.topic(GROUP), "in") == end_offsets(s, "in"),
+            30,
+            "every input committed",
+        )
         assert_exactly_once(s, expected(40, 50))
         assert changelog_counts(s) == expected(40, 50)
         assert len(read_all(s, "out", committed=False)) > 2000 or before > 0
@@ -129,19 +132,17 @@ def test_a_zombie_commits_nothing(counter_settings: Settings, tmp_path: Path) ->
         produce(s, "in", keyed(30, 40))  # 1200 records at 5 ms: both busy for seconds
         wait_for(lambda: zombie_outputs(s) >= 50, 30, "a's outputs")
         os.kill(a.proc.pid, signal.SIGSTOP)  # mid-transaction, past its session timeout
-        time.sleep(1.0)
-        by_a = zombie_outputs(s)
         wait_for(lambda: len(b.running()) == 4, 40, "b takes over after a's session expires")
+        by_a = zombie_outputs(s)  # b fenced a's transactional id: nothing of a's is pending
         os.kill(a.proc.pid, signal.SIGCONT)
         wait_for(lambda: len(counts(s)) >= 1200, 60, "all outputs")
-        time.sleep(1.0)
+        # its commit was refused: b fenced its transactional id on taking over (or, had that
+        # failed, the group refused the stale member)
+        log_says = ("fenced by a newer instance", "Unknown member")
+        wait_for(lambda: any(m in a.log_text() for m in log_says), 30, "a's commit refused")
         # nothing the stopped member produced became visible (after losing its partitions
         # it may rejoin as a new member and legitimately take some back: life > 0)
         assert zombie_outputs(s) == by_a
-        # its commit was refused: b fenced its transactional id on taking over (or, had that
-        # failed, the group refused the stale member)
-        log = a.log_text()
-        assert "fenced by a newer instance" in log or "Unknown member" in log
         assert_exactly_once(s, expected(30, 40))
         assert changelog_counts(s) == expected(30, 40)
     finally:
