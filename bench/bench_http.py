@@ -1,11 +1,11 @@
-"""HttpTarget deliveries per second against a raw aiohttp client loop, in the same run.
+"""HttpSender deliveries per second against a raw aiohttp client loop, in the same run.
 
 Both drive the same receiver process (``tests/targets/receiver.py --no-record``, /ok) with 50
 concurrent workers on one event loop:
 
 - ``raw_http_per_s``: ``session.post(url, data=body, headers=...)`` with a prepared body and
   static headers, the response body read;
-- ``target_http_per_s``: ``HttpTarget.deliver`` (envelope serialized per attempt, Standard
+- ``target_http_per_s``: ``HttpSender.deliver`` (envelope serialized per attempt, Standard
   Webhooks headers and HMAC signature, Retry-After/breaker/outcome bookkeeping). The receiver is
   on loopback, so the target runs with ``allow_private=True``; the SSRF guard only acts when a
   connection is opened, which a keep-alive pool does 50 times in all.
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import CpuMeter
 from harness.procs import ReceiverProcess
 from schedulerstream.model import HttpTarget as HttpTargetConfig
-from schedulerstream.targets import Delivery, HttpTarget
+from schedulerstream.targets import Delivery, HttpSender
 from schedulerstream.targets.envelope import envelope_bytes
 
 CONCURRENCY = 50
@@ -78,7 +78,7 @@ async def _rate(one: Callable[[int, int], Awaitable[bool]], seconds: float) -> t
 
 async def _measure(url: str, seconds: float) -> dict[str, float]:
     config = HttpTargetConfig(url=url, secret=SECRET)
-    target = HttpTarget(allow_private=True, limit=CONCURRENCY * 2)
+    target = HttpSender(allow_private=True, limit=CONCURRENCY * 2)
     raw = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY * 2))
     body = envelope_bytes(_delivery(0, 1))
     headers = {"content-type": "application/json", "webhook-id": "bench", "webhook-timestamp": "0"}

@@ -52,8 +52,8 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("dispatch_vs_raw_http", "ratio"),
         ("dispatch_cpu_us_per_run", "dispatcher CPU µs per run"),
         ("raw_http_cpu_us_per_request", "raw client CPU µs per request"),
-        ("target_http_per_s", "HttpTarget.deliver alone: deliveries/s"),
-        ("target_vs_raw_http", "HttpTarget vs raw loop"),
+        ("target_http_per_s", "HttpSender.deliver alone: deliveries/s"),
+        ("target_vs_raw_http", "HttpSender vs raw loop"),
     ]),
     ("Cron engine", [
         ("cron_next_per_s", "next instant/s (ours)"),

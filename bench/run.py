@@ -4,7 +4,7 @@
     .venv/bin/python bench/run.py --json             (full: 1M jobs, longer windows, report + plots)
 
 Phases (``--only``/``--skip`` take their names): ``cron`` (bench_cron: our next-instant vs
-croniter), ``http`` (bench_http: HttpTarget vs a raw aiohttp loop), ``passthrough`` (bench_
+croniter), ``http`` (bench_http: HttpSender vs a raw aiohttp loop), ``passthrough`` (bench_
 passthrough: raw transactional consume→produce), ``put`` (bench_put: ``schedules put`` in-process
 and as the CLI vs a raw producer writing the same records; 20,000 jobs quick, 200,000 full),
 ``dispatch`` (bench_dispatch: one dispatcher,

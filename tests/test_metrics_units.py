@@ -12,7 +12,7 @@ from schedulerstream.histogram import Histogram
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
 from schedulerstream.observability.collectors import DispatcherCollector, QueueDepth
 from schedulerstream.observability.lateness import TriggerLateness, instant_us
-from schedulerstream.runtime import Output
+from schedulerstream.runtime import OutRecord
 
 T0 = 1_767_225_600_000_000
 
@@ -33,20 +33,20 @@ def test_the_instant_of_a_run_id() -> None:
     assert instant_us(b"a/b@2026XX01T000000Z") is None
 
 
-def _run(trigger: str, instant: int) -> Output:
+def _run(trigger: str, instant: int) -> OutRecord:
     rid = scheduled_run_id("acme/job", instant)
     value = default_codec().encode("RunTriggered", {
         "run_id": rid, "tenant": "acme", "job_id": "job", "scheduled_at_us": instant,
         "not_before_us": instant, "emitted_at_us": T0, "trigger": trigger,
         "payload_json": None, "job_version": 1, "job_definition": b"",
     })  # fmt: skip
-    return Output("runs", rid.encode(), value, 0)
+    return OutRecord("runs", rid.encode(), value, 0)
 
 
 def test_trigger_lateness_counts_run_triggered_records_but_not_backfills() -> None:
     lateness = TriggerLateness(default_codec(), "runs")
-    revoked = Output("runs", _run("scheduled", T0).key, b"\xc3\x01" + b"\0" * 12, 0)
-    other_topic = Output("attempts", _run("scheduled", T0).key, _run("scheduled", T0).value, 0)
+    revoked = OutRecord("runs", _run("scheduled", T0).key, b"\xc3\x01" + b"\0" * 12, 0)
+    other_topic = OutRecord("attempts", _run("scheduled", T0).key, _run("scheduled", T0).value, 0)
     outputs = [_run("scheduled", T0 + 1_000_000), revoked, other_topic]
     lateness.observe(outputs, T0, backfills=False)
     lateness.observe([_run("backfill", T0 - 10**9), _run("catch_up", T0 - 2_000_000)], T0, True)

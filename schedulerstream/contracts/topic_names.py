@@ -1,7 +1,7 @@
 """The full names of the topics declared in ``topologies/topics.toml``, for one prefix.
 
 ``settings.topics.runs`` is ``"cron.runs"`` under the default prefix. Every ``[topics.*]`` of
-topics.toml has one attribute here and every attribute one declaration: ``load_topology``
+topics.toml has one attribute here and every attribute one declaration: ``load_declarations``
 refuses a file that disagrees, and ``tests/kafka/test_topic_names.py`` checks the shipped one.
 """
 

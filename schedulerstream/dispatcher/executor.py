@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from schedulerstream.targets.base import Delivery, Outcome, Target
+from schedulerstream.targets.base import Delivery, Outcome, Sender
 
 GRACE_S = 1.0
 AttemptKey = tuple[int, str, int]  # (partition, run id, attempt)
@@ -74,7 +74,7 @@ class Executor:
         partition: int,
         tenant: str,
         delivery: Delivery,
-        target: Target[Any],
+        target: Sender[Any],
         config: Any,
         host: str | None = None,
     ) -> None:
@@ -182,7 +182,7 @@ class Executor:
         self._thread.join(10)
 
     async def _attempt(
-        self, key: AttemptKey, target: Target[Any], delivery: Delivery, config: Any
+        self, key: AttemptKey, target: Sender[Any], delivery: Delivery, config: Any
     ) -> Outcome:
         try:
             return await target.deliver(delivery, config)
@@ -203,5 +203,5 @@ class _Submission:
     tenant: str
     host: str | None
     delivery: Delivery
-    target: Target[Any]
+    target: Sender[Any]
     config: Any

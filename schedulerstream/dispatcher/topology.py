@@ -51,9 +51,9 @@ from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
-from schedulerstream.targets.base import Outcome, Target
+from schedulerstream.targets.base import Outcome, Sender
 from schedulerstream.targets.envelope import envelope
-from schedulerstream.targets.http import HttpTarget
+from schedulerstream.targets.http import HttpSender
 from schedulerstream.targets.kafka import TargetTopics, admin_lookup, kafka_record
 from schedulerstream.tenants.policy import TenantPolicy
 
@@ -107,8 +107,8 @@ class DispatcherTopology(Topology):
         )
         self.executor = executor or Executor()
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
-        self.http = HttpTarget.from_settings(settings)
-        self._sqs: Target[Any] | None = None
+        self.http = HttpSender.from_settings(settings)
+        self._sqs: Sender[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
         # applied in the open transaction: given back if it aborts (``on_rebuild``)
         self._applied: dict[int, list[Completion]] = defaultdict(list)
@@ -374,11 +374,11 @@ class DispatcherTopology(Topology):
         self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, d.run_id, d.attempt,
                               outcome, ctx.now_us())  # fmt: skip
 
-    def _sqs_target(self) -> Target[Any]:
+    def _sqs_target(self) -> Sender[Any]:
         if self._sqs is None:
-            from schedulerstream.targets.sqs import SqsTarget  # aiobotocore only where used
+            from schedulerstream.targets.sqs import SqsSender  # aiobotocore only where used
 
-            self._sqs = SqsTarget()
+            self._sqs = SqsSender()
         return self._sqs
 
     def _check_partition(self, ctx: TaskContext, job_key: str) -> None:

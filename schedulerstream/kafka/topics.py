@@ -56,7 +56,7 @@ class TopicDeclaration:
 
 
 @dataclass(frozen=True)
-class Topology:
+class TopicDeclarations:
     """All declarations: the fixed topics in file order and the worker-pool template."""
 
     topics: tuple[TopicDeclaration, ...]
@@ -168,7 +168,7 @@ def _check_names(declared: set[str], path: Path) -> None:
 
 
 @lru_cache(maxsize=4)
-def load_topology(path: Path = TOPOLOGY_PATH) -> Topology:
+def load_declarations(path: Path = TOPOLOGY_PATH) -> TopicDeclarations:
     """Parse and check ``topics.toml`` (cached per path)."""
     try:
         with path.open("rb") as file:
@@ -194,7 +194,7 @@ def load_topology(path: Path = TOPOLOGY_PATH) -> Topology:
             f'{path.name}: [templates.work] with name = "{WORK_TEMPLATE}" is required'
         )
     work = _declaration(WORK_TEMPLATE, template, defaults, path)
-    return Topology(topics=topics, work=work, source=path)
+    return TopicDeclarations(topics=topics, work=work, source=path)
 
 
 def _resolve(declaration: TopicDeclaration, logical: str, prefix: str, p: int) -> TopicSpec:
@@ -211,8 +211,8 @@ def _resolve(declaration: TopicDeclaration, logical: str, prefix: str, p: int) -
 
 @lru_cache(maxsize=64)
 def _resolved(prefix: str, p: int, path: Path) -> dict[str, TopicSpec]:
-    topology = load_topology(path)
-    return {d.logical: _resolve(d, d.logical, prefix, p) for d in topology.topics}
+    declared = load_declarations(path)
+    return {d.logical: _resolve(d, d.logical, prefix, p) for d in declared.topics}
 
 
 def _specs(settings: Settings, path: Path) -> dict[str, TopicSpec]:
@@ -252,7 +252,7 @@ def work_topic_spec(settings: Settings, pool: str, path: Path = TOPOLOGY_PATH) -
     """The ``work.<pool>`` topic of a worker pool, from ``[templates.work]``."""
     if not POOL_NAME.fullmatch(pool):
         raise ValidationError("pool", f"{pool!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
-    work = load_topology(path).work
+    work = load_declarations(path).work
     logical = WORK_TEMPLATE.format(pool=pool)
     return _resolve(work, logical, settings.topic_prefix, settings.partitions)
 

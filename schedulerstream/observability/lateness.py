@@ -42,7 +42,7 @@ def observe_emitted(
     keep: Callable[[bytes | None], bool] | None = None,
 ) -> None:
     """Observe ``now − scheduled instant`` (seconds) of each run record in ``outputs``
-    (``Output`` tuples) on ``runs_topic``; ``keep(value)``, when given, filters records."""
+    (``OutRecord`` tuples) on ``runs_topic``; ``keep(value)``, when given, filters records."""
     for output in outputs:
         if output.topic != runs_topic or output.value is None or output.key is None:
             continue

@@ -2,7 +2,7 @@
 state stores, changelog, restore, and the exactly-once commit loop. It knows nothing of
 schedules or targets."""
 
-from schedulerstream.runtime.context import Output, TaskContext
+from schedulerstream.runtime.context import OutRecord, TaskContext
 from schedulerstream.runtime.processor import Processor
 from schedulerstream.runtime.shutdown import install_signal_handlers
 from schedulerstream.runtime.store import RocksStore, StateStore, prefix_end
@@ -10,7 +10,7 @@ from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.topology import Topology
 
 __all__ = [
-    "Output",
+    "OutRecord",
     "Processor",
     "RestoreStats",
     "RocksStore",

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.context import OutRecord
 from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreWriteFailed
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.transaction import TransactionalProducer
@@ -34,7 +34,7 @@ def capture(task: Task, producer: TransactionalProducer, topic: str) -> int:
     store = task.require_store()
     count = 0
     for key, value in store.logged_changes():
-        producer.produce(Output(topic, key, value, task.partition), task.on_changelog_delivery)
+        producer.produce(OutRecord(topic, key, value, task.partition), task.on_changelog_delivery)
         count += 1
     return count
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.context import OutRecord
 from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
 from schedulerstream.runtime.transaction import DeliveryCallback, Failure, TransactionFailed
 
@@ -47,7 +47,7 @@ class Charges:
             self._foreign.append((partition, origin, topic))
         return functools.partial(self._delivered, partition, origin)
 
-    def refused_at_produce(self, partition: int, output: Output, exc: KafkaException) -> bool:
+    def refused_at_produce(self, partition: int, output: OutRecord, exc: KafkaException) -> bool:
         """``produce`` raised for ``output``: True when that is its own fault (charged)."""
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if err is None or output.origin is None:

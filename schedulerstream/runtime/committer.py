@@ -19,7 +19,7 @@ from schedulerstream.errors import DependencyDown, FencedError
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime.changelog import capture
 from schedulerstream.runtime.charges import Charges, TopicLookup
-from schedulerstream.runtime.context import Output, TaskContext, refused_output, rejected_output
+from schedulerstream.runtime.context import OutRecord, TaskContext, refused_output, rejected_output
 from schedulerstream.runtime.quarantine import Quarantine, refusal
 from schedulerstream.runtime.task import Task
 from schedulerstream.runtime.topology import Topology
@@ -67,7 +67,7 @@ class Committer:
         self._last_abort = ""
 
     # -- producing ----------------------------------------------------------------------
-    def produce(self, partition: int, outputs: list[Output], origin: str | None = None) -> None:
+    def produce(self, partition: int, outputs: list[OutRecord], origin: str | None = None) -> None:
         """Produce a callback's outputs; a record refused by the broker is charged to its
         origin (or ``origin``). One too large to send is not sent: its origin is quarantined
         (the topology learns of it at its next callback) and the rejected topic says so."""
@@ -106,7 +106,7 @@ class Committer:
         output = rejected_output(self.rejected_topic, msg, reason, self.group_id, self.max_record)
         self.txn.produce(output)
 
-    def too_large(self, output: Output) -> str:
+    def too_large(self, output: OutRecord) -> str:
         return (
             f"a record of {output.size():,} bytes for {output.topic!r} is over the limit of "
             f"{self.max_record:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"

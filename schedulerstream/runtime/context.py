@@ -12,7 +12,7 @@ from schedulerstream.runtime.store import StateStore
 Headers = list[tuple[str, str | bytes | None]]
 
 
-class Output(NamedTuple):
+class OutRecord(NamedTuple):
     """One record to produce inside the current transaction; ``origin`` names the run,
     attempt or job it belongs to, so a refusal of this record is charged to that alone."""
 
@@ -57,7 +57,7 @@ class TaskContext:
         self._clock = clock
         self._rejected_topic = rejected_topic
         self._processor = processor
-        self.outputs: list[Output] = []
+        self.outputs: list[OutRecord] = []
         self.held_until_us: int | None = None
 
     def now_us(self) -> int:
@@ -74,7 +74,7 @@ class TaskContext:
         origin: str | None = None,
     ) -> None:
         """Produce a record in the current transaction (``partition=None``: partitioner)."""
-        self.outputs.append(Output(topic, key, value, partition, headers, origin))
+        self.outputs.append(OutRecord(topic, key, value, partition, headers, origin))
 
     def failed(self, origin: str) -> str | None:
         """Why a record of ``origin`` was refused by the broker in a transaction that was
@@ -104,7 +104,7 @@ class TaskContext:
             return
         self.outputs.append(rejected_output(self._rejected_topic, message, reason, self._processor))
 
-    def take_outputs(self) -> list[Output]:
+    def take_outputs(self) -> list[OutRecord]:
         outputs, self.outputs = self.outputs, []
         return outputs
 
@@ -114,7 +114,7 @@ REJECTED_ROOM = 16 * 1024  # the rejected.* headers and the key, at most
 
 def rejected_output(
     topic: str, message: Any, reason: str, processor: str, max_bytes: int = 1_000_000
-) -> Output:
+) -> OutRecord:
     """The rejected-topic record for ``message``: same key, value, partition and headers,
     plus ``rejected.*`` headers saying where it came from and why. A value too large to
     copy within ``max_bytes`` is left out (``rejected.value-bytes`` says how large it was)."""
@@ -127,14 +127,14 @@ def rejected_output(
         ("rejected.offset", str(message.offset()).encode()),
     ]
     value: bytes | None = message.value()
-    output = Output(topic, message.key(), value, message.partition(), headers)
+    output = OutRecord(topic, message.key(), value, message.partition(), headers)
     if value is not None and output.size() + REJECTED_ROOM > max_bytes:
         headers = [*headers[-5:], ("rejected.value-bytes", str(len(value)).encode())]
-        output = Output(topic, (message.key() or b"")[:1024], None, message.partition(), headers)
+        output = OutRecord(topic, (message.key() or b"")[:1024], None, message.partition(), headers)
     return output
 
 
-def refused_output(topic: str, output: Output, reason: str, processor: str) -> Output:
+def refused_output(topic: str, output: OutRecord, reason: str, processor: str) -> OutRecord:
     """A rejected-topic record for an ``output`` the runtime would not produce (too large):
     its key and where it was going, without its value."""
     headers: Headers = [
@@ -144,4 +144,4 @@ def refused_output(topic: str, output: Output, reason: str, processor: str) -> O
         ("rejected.origin", (output.origin or "").encode()),
         ("rejected.value-bytes", str(len(output.value or b"")).encode()),
     ]
-    return Output(topic, (output.key or b"")[:1024], None, output.partition, headers)
+    return OutRecord(topic, (output.key or b"")[:1024], None, output.partition, headers)

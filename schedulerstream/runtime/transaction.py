@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from schedulerstream.errors import SchedulerStreamError
-from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.context import OutRecord
 from schedulerstream.runtime.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class TransactionalProducer:
             self.producer.begin_transaction()
             self.begun = True
 
-    def produce(self, output: Output, on_delivery: DeliveryCallback | None = None) -> None:
+    def produce(self, output: OutRecord, on_delivery: DeliveryCallback | None = None) -> None:
         """Produce one record in the transaction, waiting for queue space if it is full."""
         if not self.begun:
             self.begin()

@@ -77,7 +77,7 @@ class Outcome:
         return self.kind == "succeeded"
 
 
-class Target(Protocol[ConfigT_contra]):
+class Sender(Protocol[ConfigT_contra]):
     """A way to deliver a run; ``ConfigT_contra`` is the job's target model (e.g. HttpTarget)."""
 
     async def deliver(self, delivery: Delivery, target_config: ConfigT_contra) -> Outcome:

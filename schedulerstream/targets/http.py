@@ -72,7 +72,7 @@ def _text(body: bytes) -> str:
     return " ".join(body.decode("utf-8", "replace").split())
 
 
-class HttpTarget:
+class HttpSender:
     """Delivers runs as webhooks. One instance per dispatcher process, used on one event loop.
 
     ``limit``/``limit_per_host`` bound the connection pool (0: unbounded); an attempt waiting for
@@ -108,8 +108,8 @@ class HttpTarget:
         self._closed = False
 
     @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> HttpTarget:
-        """An HttpTarget honouring ``settings.allow_private_targets``."""
+    def from_settings(cls, settings: Settings, **options: Any) -> HttpSender:
+        """An HttpSender honouring ``settings.allow_private_targets``."""
         return cls(allow_private=settings.allow_private_targets, **options)
 
     def breaker(self, host: str) -> CircuitBreaker | None:
@@ -238,7 +238,7 @@ class HttpTarget:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             if self._closed:
-                raise RuntimeError("HttpTarget is closed")
+                raise RuntimeError("HttpSender is closed")
             inner = self._inner_resolver or aiohttp.ThreadedResolver()
             self._resolver = inner if self.allow_private else GuardedResolver(inner)
             connector = aiohttp.TCPConnector(

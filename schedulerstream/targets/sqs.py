@@ -90,7 +90,7 @@ def send_message_args(
     return args
 
 
-class SqsTarget:
+class SqsSender:
     """Delivers runs to SQS queues. One instance per dispatcher process, on one event loop."""
 
     def __init__(

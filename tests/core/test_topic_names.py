@@ -53,4 +53,4 @@ def test_a_declarations_file_that_disagrees_with_the_names_is_refused(tmp_path: 
     path.write_text(text.replace("[topics.rejected", "[topics.refused"))
     disagreement = r"not named \['refused'\].*not declared \['rejected'\]"
     with pytest.raises(TopologyError, match=disagreement):
-        topics.load_topology(path)
+        topics.load_declarations(path)

@@ -316,12 +316,12 @@ def test_bad_declarations_are_refused(tmp_path: Path, body: str, problem: str) -
     path = tmp_path / "topics.toml"
     path.write_text(BASE + body + "\n")
     with pytest.raises(TopologyError, match=re.escape(problem)):
-        topics.load_topology(path)
+        topics.load_declarations(path)
 
 
 def test_missing_declarations_file(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="missing"):
-        topics.load_topology(tmp_path / "absent.toml")
+        topics.load_declarations(tmp_path / "absent.toml")
 
 
 # -- CLI ----------------------------------------------------------------------------------------

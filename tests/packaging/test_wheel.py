@@ -121,7 +121,7 @@ def test_package_data_comes_from_the_installed_package(installed: Installed) -> 
     probe = (
         "import json; from schedulerstream import codec; "
         "from schedulerstream.kafka import broker, connect, topics; "
-        "codec.default_codec(); topics.load_topology(); "
+        "codec.default_codec(); topics.load_declarations(); "
         "print(json.dumps([str(p) for p in (codec.SCHEMA_DIR, topics.TOPOLOGY_PATH, "
         "broker.POM_PATH, connect.CONNECT_POM, connect.CONNECTORS_DIR)]))"
     )

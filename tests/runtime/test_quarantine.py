@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 from schedulerstream.errors import ValidationError
 from schedulerstream.limits import RecordLimits
 from schedulerstream.runtime.charges import Charges
-from schedulerstream.runtime.context import Output
+from schedulerstream.runtime.context import OutRecord
 from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
 from schedulerstream.runtime.transaction import TransactionFailed
 
@@ -90,7 +90,7 @@ def test_charges_blame_the_refused_record_and_a_topic_found_gone() -> None:
 def test_a_record_refused_at_produce_is_charged_only_for_its_own_fault() -> None:
     q = Quarantine()
     charges = Charges(OWNED, q, lambda t: None)
-    out = Output("orders", b"k", b"v", None, None, "acme/e@1#2")
+    out = OutRecord("orders", b"k", b"v", None, None, "acme/e@1#2")
     unknown = KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
     assert charges.refused_at_produce(0, out, unknown)
     state = KafkaException(KafkaError(KafkaError._STATE))

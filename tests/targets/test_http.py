@@ -1,4 +1,4 @@
-"""HttpTarget against a real receiver process on loopback (allow_private=True)."""
+"""HttpSender against a real receiver process on loopback (allow_private=True)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.procs import ReceiverProcess
 from schedulerstream.clock import ManualClock
 from schedulerstream.model import HttpTarget as HttpTargetConfig
 from schedulerstream.settings import Settings
-from schedulerstream.targets import HttpTarget, Outcome, Target
+from schedulerstream.targets import HttpSender, Outcome, Sender
 from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.http import parse_retry_after
 from schedulerstream.targets.stall import LoopStallMonitor
@@ -26,11 +26,11 @@ from tests.targets.procs import free_port
 T0_US = 1_700_000_000_000_000
 
 
-def deliver_once(url: str, target: HttpTarget | None = None, **fields: Any) -> Outcome:
+def deliver_once(url: str, target: HttpSender | None = None, **fields: Any) -> Outcome:
     """One delivery of a fresh run to ``url`` with a private-allowed target."""
 
     async def go() -> Outcome:
-        sender = target or HttpTarget(allow_private=True)
+        sender = target or HttpSender(allow_private=True)
         try:
             return await sender.deliver(delivery(), http_config(url, **fields))
         finally:
@@ -50,10 +50,10 @@ def wait_for(check: Any, timeout: float = 5.0) -> Any:
 
 
 def test_is_a_target() -> None:
-    sender: Target[HttpTargetConfig] = HttpTarget()
-    assert not HttpTarget().allow_private
-    assert HttpTarget.from_settings(Settings(allow_private_targets=True)).allow_private
-    assert isinstance(sender, HttpTarget)
+    sender: Sender[HttpTargetConfig] = HttpSender()
+    assert not HttpSender().allow_private
+    assert HttpSender.from_settings(Settings(allow_private_targets=True)).allow_private
+    assert isinstance(sender, HttpSender)
 
 
 def test_success_sends_the_envelope_signed_with_standard_webhooks_headers(
@@ -68,7 +68,7 @@ def test_success_sends_the_envelope_signed_with_standard_webhooks_headers(
     clock = ManualClock(T0_US)
 
     async def go() -> Outcome:
-        target = HttpTarget(allow_private=True, clock=clock)
+        target = HttpSender(allow_private=True, clock=clock)
         try:
             return await target.deliver(run, config)
         finally:
@@ -108,7 +108,7 @@ def test_no_secret_means_no_signature_and_the_job_method_is_used(
     run = delivery()
 
     async def go() -> Outcome:
-        target = HttpTarget(allow_private=True)
+        target = HttpSender(allow_private=True)
         try:
             return await target.deliver(run, http_config(receiver.url("/ok"), method="PUT"))
         finally:
@@ -128,7 +128,7 @@ def test_every_attempt_has_the_same_id_its_own_timestamp_and_a_valid_signature(
     config = http_config(receiver.url("/fail-then-ok/2"), secret=SECRET)
 
     async def go() -> list[Outcome]:
-        target = HttpTarget(allow_private=True, clock=clock, breaker_threshold=None)
+        target = HttpSender(allow_private=True, clock=clock, breaker_threshold=None)
         outcomes = []
         try:
             for attempt in (1, 2, 3):
@@ -187,7 +187,7 @@ def test_429_retry_after_in_seconds(receiver: ReceiverProcess) -> None:
 def test_retry_after_as_an_http_date(receiver: ReceiverProcess, path: str) -> None:
     clock = ManualClock(T0_US)
     when = email.utils.formatdate(T0_US / 1e6 + 120, usegmt=True)
-    target = HttpTarget(allow_private=True, clock=clock)
+    target = HttpSender(allow_private=True, clock=clock)
     outcome = deliver_once(receiver.url(f"{path}?after={quote(when)}"), target)
     assert outcome.retryable and outcome.retry_after_s == 120.0
 
@@ -216,7 +216,7 @@ def test_redirects_are_failures_and_not_followed(receiver: ReceiverProcess) -> N
     run = delivery()
 
     async def go() -> Outcome:
-        target = HttpTarget(allow_private=True)
+        target = HttpSender(allow_private=True)
         try:
             return await target.deliver(run, http_config(receiver.url("/redirect")))
         finally:
@@ -232,7 +232,7 @@ def test_a_hanging_receiver_times_out_within_the_deadline(receiver: ReceiverProc
     run = delivery(deadline=0.5)
 
     async def go() -> Outcome:
-        target = HttpTarget(allow_private=True)
+        target = HttpSender(allow_private=True)
         try:
             return await target.deliver(run, http_config(receiver.url("/hang")))
         finally:
@@ -251,8 +251,8 @@ def test_cancelling_deliver_aborts_the_request(receiver: ReceiverProcess) -> Non
     run = delivery(deadline=30.0)
     config = http_config(receiver.url("/hang"))
 
-    async def go() -> tuple[float, HttpTarget]:
-        target = HttpTarget(allow_private=True)
+    async def go() -> tuple[float, HttpSender]:
+        target = HttpSender(allow_private=True)
         task = asyncio.create_task(target.deliver(run, config))
         for _ in range(200):
             if await asyncio.to_thread(receiver.requests, run.run_id):
@@ -295,7 +295,7 @@ def test_concurrent_deliveries_share_one_pool(receiver: ReceiverProcess) -> None
     runs = [delivery() for _ in range(40)]
 
     async def go() -> list[Outcome]:
-        target = HttpTarget(allow_private=True, limit_per_host=8)
+        target = HttpSender(allow_private=True, limit_per_host=8)
         try:
             config = http_config(receiver.url("/slow/50"))
             return await asyncio.gather(*(target.deliver(r, config) for r in runs))
@@ -316,7 +316,7 @@ def test_the_breaker_opens_for_a_failing_host_and_probes_after_the_cool_down(
     blocked = delivery()
 
     async def go() -> list[Outcome]:
-        target = HttpTarget(
+        target = HttpSender(
             allow_private=True, breaker_threshold=2, breaker_cool_down=10.0, clock=clock
         )
         failing = http_config(receiver.url("/status/500"))
@@ -342,8 +342,8 @@ def test_the_breaker_opens_for_a_failing_host_and_probes_after_the_cool_down(
 
 
 def test_client_errors_do_not_trip_the_breaker(receiver: ReceiverProcess) -> None:
-    async def go() -> HttpTarget:
-        target = HttpTarget(allow_private=True, breaker_threshold=1)
+    async def go() -> HttpSender:
+        target = HttpSender(allow_private=True, breaker_threshold=1)
         try:
             for path in ("/status/404", "/429", "/gone"):
                 await target.deliver(delivery(), http_config(receiver.url(path)))
@@ -358,7 +358,7 @@ def test_sequential_deliveries_reuse_one_keep_alive_connection(receiver: Receive
     runs = [delivery() for _ in range(20)]
 
     async def go() -> None:
-        target = HttpTarget(allow_private=True)
+        target = HttpSender(allow_private=True)
         try:
             for run in runs:
                 assert (await target.deliver(run, http_config(receiver.url("/ok")))).succeeded
@@ -377,8 +377,8 @@ def test_a_timeout_across_a_stall_of_this_process_is_not_held_against_the_host(
     passes during the stall, which says nothing about the host, so its breaker stays shut;
     the same timeout without a stall counts."""
 
-    async def go() -> tuple[Outcome, Outcome, HttpTarget]:
-        target = HttpTarget(allow_private=True, breaker_threshold=1)
+    async def go() -> tuple[Outcome, Outcome, HttpSender]:
+        target = HttpSender(allow_private=True, breaker_threshold=1)
         url = receiver.url("/hang")
         stalled = asyncio.create_task(target.deliver(delivery(deadline=0.5), http_config(url)))
         await asyncio.sleep(0.2)

@@ -1,4 +1,4 @@
-"""SqsTarget against a real ElasticMQ process (SQS JSON protocol on 127.0.0.1)."""
+"""SqsSender against a real ElasticMQ process (SQS JSON protocol on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from aiobotocore.session import get_session
 
 from schedulerstream.clock import ManualClock
 from schedulerstream.model import SqsTarget as SqsTargetConfig
-from schedulerstream.targets import Outcome, Target
+from schedulerstream.targets import Outcome, Sender
 from schedulerstream.targets.envelope import envelope
-from schedulerstream.targets.sqs import SqsTarget, deduplication_id, send_message_args
+from schedulerstream.targets.sqs import SqsSender, deduplication_id, send_message_args
 from tests.targets.helpers import delivery
 from tests.targets.procs import ElasticMQ
 
@@ -42,7 +42,7 @@ async def _receive(queue_url: str) -> list[dict[str, Any]]:
 
 
 async def _send(runs: list[Any], config: SqsTargetConfig, **options: Any) -> list[Outcome]:
-    target = SqsTarget(**options)
+    target = SqsSender(**options)
     try:
         return [await target.deliver(run, config) for run in runs]
     finally:
@@ -50,8 +50,8 @@ async def _send(runs: list[Any], config: SqsTargetConfig, **options: Any) -> lis
 
 
 def test_is_a_target() -> None:
-    sender: Target[SqsTargetConfig] = SqsTarget()
-    assert isinstance(sender, SqsTarget)
+    sender: Sender[SqsTargetConfig] = SqsSender()
+    assert isinstance(sender, SqsSender)
 
 
 def test_a_standard_queue_receives_the_envelope(aws_env: ElasticMQ) -> None:

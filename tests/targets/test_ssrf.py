@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.procs import ReceiverProcess
-from schedulerstream.targets import HttpTarget, Outcome, ssrf
+from schedulerstream.targets import HttpSender, Outcome, ssrf
 from schedulerstream.targets.ssrf import BlockedAddressError, GuardedResolver, blocked_reason
 from tests.targets.helpers import FakeResolver, delivery, http_config
 
@@ -112,7 +112,7 @@ def no_dialling(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
 
 def guarded(url: str, resolver: FakeResolver | None = None) -> Outcome:
     async def go() -> Outcome:
-        target = HttpTarget(allow_private=False, resolver=resolver)
+        target = HttpSender(allow_private=False, resolver=resolver)
         try:
             return await target.deliver(delivery(), http_config(url))
         finally:
@@ -198,7 +198,7 @@ def test_loopback_receiver_urls_are_refused_without_a_request(receiver: Receiver
 
         async def go(url: str = url, run_id: str = run.run_id) -> Outcome:
             fake = resolver if "example.test" in url else None
-            target = HttpTarget(allow_private=False, resolver=fake)
+            target = HttpSender(allow_private=False, resolver=fake)
             try:
                 return await target.deliver(delivery(run_id=run_id), http_config(url))
             finally:
@@ -256,7 +256,7 @@ def test_allow_private_reaches_loopback(receiver: ReceiverProcess) -> None:
     resolver = FakeResolver({"hooks.example.test": ["127.0.0.1"]})
 
     async def go() -> list[Outcome]:
-        target = HttpTarget(allow_private=True, resolver=resolver)
+        target = HttpSender(allow_private=True, resolver=resolver)
         try:
             return [
                 await target.deliver(delivery(), http_config(receiver.url("/ok"))),
