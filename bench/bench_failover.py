@@ -20,14 +20,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_scheduler import publish, wait_ingested
-from bench.common import bench_broker, fresh, percentile, progress
+from bench.common import bench_broker, fresh, owned_partitions, percentile, progress, wait_split
 from bench.stack import BENCH_TENANT_RATE, Receiver, http_job
 from harness.procs import ProcessorProcess
 from schedulerstream.settings import Settings
 
 SECOND_US = 1_000_000
 RUNNING = re.compile(r"task (\d+) running: restored (\d+) records \((\w+)\)")
-CAUGHT_UP = re.compile(r"standby (\d+) caught up")
 
 
 def _running_since(proc: ProcessorProcess, mark: int) -> set[int]:
@@ -47,35 +46,11 @@ def _pair(settings: Settings, component: str, log_dir: Path) -> list[ProcessorPr
     return procs
 
 
-def _owned(proc: ProcessorProcess) -> set[int]:
-    """Partitions ``proc`` runs now: its last assignment's RUNNING lines minus the revoked."""
-    owned: set[int] = set()
-    for line in proc.log().splitlines():
-        match = re.search(r"task (\d+) running: restored", line)
-        if match:
-            owned.add(int(match.group(1)))
-        elif " revoked " in line or " lost " in line:
-            owned -= {int(p) for p in re.findall(r"\[(\d+)\]", line)}
-    return owned
-
-
-def _wait_split(pair: list[ProcessorProcess], partitions: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        a, b = (_owned(p) for p in pair)
-        if a and b and a | b == set(range(partitions)) and not a & b:
-            caught = [set(map(int, CAUGHT_UP.findall(p.log()))) for p in pair]
-            if a <= caught[1] and b <= caught[0]:  # each has a warm copy of the other's
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"{pair[0].component}s did not split with standbys caught up")
-
-
 def _kill_and_measure(
     victim: ProcessorProcess, survivor: ProcessorProcess, receiver: Receiver,
     jobs: int, partitions: int, window_s: float,
 ) -> dict[str, Any]:  # fmt: skip
-    owned = _owned(victim)
+    owned = owned_partitions(victim)
     mark = len(survivor.log())
     killed_at = time.time()
     victim.kill()
@@ -124,8 +99,8 @@ def measure(base: Settings, jobs: int = 200, window_s: float = 10.0) -> dict[str
         dispatchers = _pair(settings, "dispatcher", log_dir)
         procs = schedulers + dispatchers
         wait_ingested(settings, 120)
-        _wait_split(schedulers, settings.partitions, 120)
-        _wait_split(dispatchers, settings.partitions, 120)
+        wait_split(schedulers, settings.partitions, 120)
+        wait_split(dispatchers, settings.partitions, 120)
         progress(f"failover: {jobs} jobs/s steady, two of each, standbys caught up")
         time.sleep(3)  # steady state before the kill (the load itself, not a sync)
         receiver.poll()

@@ -42,6 +42,7 @@ from bench.common import (
     progress,
     start_profile,
     summarize_profile,
+    wait_split,
 )
 from harness.procs import ProcessorProcess
 
@@ -228,12 +229,13 @@ def state_and_restore(
     # the changelog holds more records than jobs until it is compacted (a fired job's update)
     result["restore_records_per_s"] = round(records / elapsed)
     result["restore_jobs_per_s"] = round(jobs / elapsed)
-    # takeover: a second instance joins, then the first is killed
+    # takeover: a second instance joins and keeps a warm standby copy of the partitions the
+    # first runs (num_standby_replicas 1); once those copies caught up the first is killed
     other = ProcessorProcess(
         settings, "scheduler", "cold-c", log_dir, data_dir=settings.data_dir / "c"
     )
     other.start()
-    time.sleep(15)
+    wait_split([cold, other], settings.partitions, timeout=1800)
     before = len(log_times(other))
     killed_at = time.time()
     cold.kill()
@@ -244,8 +246,11 @@ def state_and_restore(
         and len({p for _, p, _, _ in log_times(other)}) < settings.partitions
     ):
         time.sleep(0.5)
-    after = [t for t, *_ in log_times(other)[before:]]
+    taken = log_times(other)[before:]
+    after = [t for t, *_ in taken]
     result["takeover_s"] = round(max(after) - killed_at, 2) if after else None
+    result["takeover_restored_records"] = sum(r for _, _, r, _ in taken)
+    result["takeover_restore"] = sorted({kind for *_, kind in taken})
     result["takeover_session_timeout_ms"] = settings.session_timeout_ms
     other.stop()
     return result

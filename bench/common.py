@@ -4,6 +4,7 @@ clean-up of every process a bench started (also on failure, SIGTERM or Ctrl-C)."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -14,12 +15,16 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 
 from schedulerstream.kafka import clients, topics
 from schedulerstream.kafka.broker import LocalBroker, broker_answers
 from schedulerstream.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from harness.procs import ProcessorProcess
 
 BENCH_BOOTSTRAP = "127.0.0.1:39292"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -330,3 +335,30 @@ class CpuMeter:
         used["others_cores"] = round(max(0.0, used["machine_busy_cores"] - ours), 3)
         self.warning = noise_warning(self.what, used["others_cores"])
         return used
+
+
+CAUGHT_UP = re.compile(r"standby (\d+) caught up")
+
+
+def owned_partitions(proc: ProcessorProcess) -> set[int]:
+    """Partitions ``proc`` runs now: its last assignment's RUNNING lines minus the revoked."""
+    owned: set[int] = set()
+    for line in proc.log().splitlines():
+        match = re.search(r"task (\d+) running: restored", line)
+        if match:
+            owned.add(int(match.group(1)))
+        elif " revoked " in line or " lost " in line:
+            owned -= {int(p) for p in re.findall(r"\[(\d+)\]", line)}
+    return owned
+
+
+def wait_split(pair: list[ProcessorProcess], partitions: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        a, b = (owned_partitions(p) for p in pair)
+        if a and b and a | b == set(range(partitions)) and not a & b:
+            caught = [set(map(int, CAUGHT_UP.findall(p.log()))) for p in pair]
+            if a <= caught[1] and b <= caught[0]:  # each has a warm copy of the other's
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"{pair[0].component}s did not split with standbys caught up")
