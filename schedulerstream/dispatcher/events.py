@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher.records import RunRecord
@@ -53,22 +53,10 @@ class EventWriter:
         )
 
     def emit(
-        self,
-        out: Output,
-        partition: int,
-        run: RunRecord,
-        kind: str,
-        at_us: int,
-        *,
-        reason: str | None = None,
-        status_code: int | None = None,
-        retry_at_us: int | None = None,
-        duration_us: int | None = None,
+        self, out: Output, partition: int, run: RunRecord, kind: str, at_us: int, **detail: Any
     ) -> bytes:
-        """Produce one event on the attempts topic; returns its value."""
-        value = self.value(
-            run, kind, at_us, reason=reason, status_code=status_code,
-            retry_at_us=retry_at_us, duration_us=duration_us,
-        )  # fmt: skip
+        """Produce one event on the attempts topic (``detail``: the keywords of ``value``);
+        returns its value."""
+        value = self.value(run, kind, at_us, **detail)
         out.produce(self.topic, run.run_id.encode(), value, partition)
         return value
