@@ -7,8 +7,9 @@ Behaviour by path (any method): /ok, /fail-then-ok/<n> (503 n times per webhook-
 /gone (410), /redirect (302 to /ok), /slow/<ms>, /status/<code>?body=<text>&repeat=<n> (that
 status, the text n times), /big/<bytes> (200 with a body of that size).
 
-Every request is recorded (method, path, headers, base64 body, the client's address, whether
-the client went away before an answer) and listed by GET /_requests; DELETE /_requests forgets them.
+Every request is recorded (method, path, headers, base64 body, the client's address, when it
+came and was answered, whether the client went away before an answer) and listed by GET
+/_requests; DELETE /_requests forgets them.
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ class Receiver:
         if self.record:
             self.requests.append(entry)
         try:
-            return await self.answer(request, entry)
+            response = await self.answer(request, entry)
         except asyncio.CancelledError:
             entry["disconnected"] = True
             raise
+        entry["answered_at"] = time.time()
+        return response
 
     async def answer(self, request: web.Request, entry: Record) -> web.StreamResponse:
         parts = request.path.strip("/").split("/")

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     tenant_concurrency: int = Field(default=50, ge=1)
     tenant_rate_per_s: float = Field(default=1000.0, gt=0)
     host_concurrency: int = Field(default=100, ge=1)  # attempts in flight per target host
+    # committed HTTP/SQS starts that may wait for a slot, per slot of each limit: a slot that
+    # frees starts one at once, with no commit round trip (0: every start waits for a commit)
+    dispatch_prefetch: int = Field(default=1, ge=0, le=8)
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)

@@ -5,6 +5,12 @@ The processor thread submits attempts and cancels them; every attempt, however i
 processor drains. An attempt is bounded by its deadline plus a grace period even if the target
 misbehaves: one sweep a quarter of the grace period cancels the attempts past their bound (a
 timer per attempt cost more than the rest of the executor's work for it).
+
+With a ``Gate`` (the dispatcher's Limits), at most its concurrency runs at once, in all, per
+tenant and per target host; the rest wait in arrival order and start as attempts end, on
+this loop, with no round trip through the processor. A start committed more than ``ttl_s``
+ago is not sent any more (a paused process must not send what a successor may have taken
+over): it ends as a retryable failure that says so.
 """
 
 from __future__ import annotations
@@ -18,12 +24,24 @@ import queue
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from schedulerstream.targets.base import Delivery, Outcome, Sender
 
 GRACE_S = 1.0
 AttemptKey = tuple[int, str, int]  # (partition, run id, attempt)
+
+
+class Gate(Protocol):
+    """The concurrency limits the executor holds to (``dispatcher.limits.Limits``)."""
+
+    @property
+    def concurrency(self) -> int: ...
+
+    @property
+    def host_concurrency(self) -> int: ...
+
+    def tenant_concurrency_of(self, tenant: str) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +77,17 @@ class Executor:
         self._overran: set[AttemptKey] = set()  # cut by the sweep, not cancelled (loop)
         self._sweep_s = grace_s / 4
         self._sweeping = False  # a sweep is scheduled (loop)
+        self._gate: Gate | None = None
+        self._ttl_s = 0.0
+        self._waiting: collections.deque[_Submission] = collections.deque()  # (loop)
+        self._running_in = _Counts()  # attempts running, by tenant and host (loop)
+        self._held: set[int] = set()  # partitions whose waiting starts may not start
         self._thread.start()
+
+    def set_gate(self, gate: Gate, ttl_s: float) -> None:
+        """Hold to ``gate``'s limits; a start waits at most ``ttl_s`` for a slot."""
+        self._gate = gate
+        self._ttl_s = ttl_s
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -92,14 +120,49 @@ class Executor:
         now = self._loop.time()
         while self._submitted:
             item = self._submitted.popleft()
-            task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
-                                                        item.config))  # fmt: skip
-            self._tasks[item.key] = task
-            self._bounds[item.key] = now + item.delivery.deadline + self._grace_s
-            task.add_done_callback(functools.partial(self._finished, item))
+            item.arrived = now
+            self._waiting.append(item)
+        self._start_waiting(now)
+
+    def _start_waiting(self, now: float) -> None:
+        """(loop thread) Start what the gate admits, oldest first; end the expired."""
+        gate, waiting, counts = self._gate, self._waiting, self._running_in
+        if gate is None:
+            while waiting:
+                self._start(waiting.popleft(), now)
+        else:
+            blocked: list[_Submission] = []
+            while waiting and counts.total < gate.concurrency:
+                item = waiting.popleft()
+                if item.key[0] in self._held:
+                    blocked.append(item)
+                elif now - item.arrived > self._ttl_s:
+                    self._expire(item)
+                elif counts.admits(item, gate):
+                    self._start(item, now)
+                else:
+                    blocked.append(item)
+            waiting.extendleft(reversed(blocked))
         if self._tasks and not self._sweeping:
             self._sweeping = True
             self._loop.call_later(self._sweep_s, self._sweep)
+
+    def _start(self, item: _Submission, now: float) -> None:
+        task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
+                                                    item.config))  # fmt: skip
+        self._tasks[item.key] = task
+        self._bounds[item.key] = now + item.delivery.deadline + self._grace_s
+        self._running_in.add(item, 1)
+        task.add_done_callback(functools.partial(self._finished, item))
+
+    def _expire(self, item: _Submission) -> None:
+        reason = (f"not sent: no free slot within {self._ttl_s:g} s of its start being "
+                  "committed")  # fmt: skip
+        self._complete(item, Outcome("failed", reason, True, 0))
+
+    def _complete(self, item: _Submission, outcome: Outcome | None) -> None:
+        partition, run_id, attempt = item.key
+        self._done.put(Completion(partition, item.tenant, run_id, attempt, outcome, item.host))
 
     def _sweep(self) -> None:
         """(loop thread) Cut the attempts past their deadline plus the grace period."""
@@ -108,6 +171,8 @@ class Executor:
             if bound <= now and key not in self._overran:
                 self._overran.add(key)
                 self._tasks[key].cancel()
+        if self._waiting:
+            self._start_waiting(now)
         self._sweeping = bool(self._tasks)
         if self._sweeping:
             self._loop.call_later(self._sweep_s, self._sweep)
@@ -117,9 +182,10 @@ class Executor:
         self._tasks.pop(item.key, None)
         self._bounds.pop(item.key, None)
         self._overran.discard(item.key)
-        outcome = None if task.cancelled() else task.result()
-        partition, run_id, attempt = item.key
-        self._done.put(Completion(partition, item.tenant, run_id, attempt, outcome, item.host))
+        self._running_in.add(item, -1)
+        self._complete(item, None if task.cancelled() else task.result())
+        if self._waiting:
+            self._start_waiting(self._loop.time())
 
     def cancel(self, partition: int, run_id: str, attempt: int) -> bool:
         """Abort one attempt (its request is aborted); False if it is not running here."""
@@ -133,16 +199,28 @@ class Executor:
         task = self._tasks.get(key)
         if task is not None:
             task.cancel()
+            return
+        for item in self._waiting:
+            if item.key == key:
+                self._waiting.remove(item)
+                self._complete(item, None)
+                return
 
     def running(self, partition: int, run_id: str, attempt: int) -> bool:
         """Whether that attempt was submitted here and its completion not drained yet."""
         return (partition, run_id, attempt) in self._live
+
+    def hold(self, partition: int) -> None:
+        """Start none of ``partition``'s waiting attempts until ``cancel_partition``."""
+        self._held.add(partition)
 
     def cancel_partition(self, partition: int) -> int:
         """Abort every attempt of ``partition`` (its task restarted from committed state)."""
         keys = [k for k in self._live if k[0] == partition]
         for key in keys:
             self._loop.call_soon_threadsafe(self._cancel_in_loop, key)
+        if partition in self._held:  # after the cancels: none of its starts is left waiting
+            self._loop.call_soon_threadsafe(self._held.discard, partition)
         return len(keys)
 
     def drain(self) -> list[Completion]:
@@ -197,7 +275,7 @@ class Executor:
             return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Submission:
     key: AttemptKey
     tenant: str
@@ -205,3 +283,27 @@ class _Submission:
     delivery: Delivery
     target: Sender[Any]
     config: Any
+    arrived: float = 0.0  # loop time it reached the loop (its start was just committed)
+
+
+class _Counts:
+    """Attempts running on the loop: in all, by tenant, by host."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_tenant: collections.Counter[str] = collections.Counter()
+        self.by_host: collections.Counter[str | None] = collections.Counter()
+
+    def admits(self, item: _Submission, gate: Gate) -> bool:
+        if self.by_tenant[item.tenant] >= gate.tenant_concurrency_of(item.tenant):
+            return False
+        return item.host is None or self.by_host[item.host] < gate.host_concurrency
+
+    def add(self, item: _Submission, n: int) -> None:
+        self.total += n
+        self.by_tenant[item.tenant] += n
+        self.by_host[item.host] += n
+        if n < 0 and not self.by_tenant[item.tenant]:
+            del self.by_tenant[item.tenant]
+        if n < 0 and not self.by_host[item.host]:
+            del self.by_host[item.host]

@@ -1,6 +1,12 @@
 """Process-wide dispatch limits: total concurrency, per-tenant concurrency and rate, and
 concurrency per target host (one slow or overloaded receiver cannot take every slot).
 
+Attempts sent by the executor (those with a target host) may be admitted ``depth`` times
+over each limit: the extra ones are committed starts that wait in the executor for a live
+slot (``Executor``'s gate holds the limits themselves), so a slot that frees starts the next
+attempt without waiting for a commit. Other attempts (worker offers, Kafka records) are
+admitted within the limits themselves, counting the waiting ones.
+
 In memory only: what is in flight is known from the deliveries running in this process.
 Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
 that is looked up on every ``acquire``, so a change applies without a restart.
@@ -59,8 +65,10 @@ class Limits:
 
     def __init__(self, concurrency: int, tenant_concurrency: int, tenant_rate_per_s: float,
                  host_concurrency: int | None = None,
-                 overrides: Mapping[str, TenantLimits] | None = None) -> None:  # fmt: skip
+                 overrides: Mapping[str, TenantLimits] | None = None,
+                 depth: int = 1) -> None:  # fmt: skip
         self.concurrency = concurrency
+        self.depth = depth
         self.tenant_concurrency = tenant_concurrency
         self.tenant_rate = tenant_rate_per_s
         self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
@@ -71,8 +79,11 @@ class Limits:
         self._buckets: dict[str, TokenBucket] = {}
 
     def full(self) -> bool:
-        """No attempt of any tenant may start now."""
-        return self.in_flight >= self.concurrency
+        """No attempt of any tenant may start now (not even one that waits for a slot)."""
+        return self.in_flight >= self.concurrency * self.depth
+
+    def tenant_concurrency_of(self, tenant: str) -> int:
+        return self.tenant_limits(tenant)[0]
 
     def tenant_limits(self, tenant: str) -> tuple[int, float]:
         """(concurrency, rate per second) that apply to ``tenant`` now."""
@@ -90,9 +101,12 @@ class Limits:
         """Take a slot and a token for ``tenant`` (and a slot of ``host``, when the target has
         one); False, with nothing taken, when a limit says no."""
         concurrency, rate = self.tenant_limits(tenant)
-        if self.full() or self.by_tenant[tenant] >= concurrency:
+        scale = 1 if host is None else self.depth
+        if self.in_flight >= self.concurrency * scale:
             return False
-        if host is not None and self.by_host[host] >= self.host_concurrency:
+        if self.by_tenant[tenant] >= concurrency * scale:
+            return False
+        if host is not None and self.by_host[host] >= self.host_concurrency * scale:
             return False
         bucket = self._buckets.get(tenant)
         if bucket is None:

@@ -7,7 +7,9 @@ through ``punctuate``; a Kafka target is produced inside the transaction (exactl
 An HTTP or SQS attempt is sent only after the transaction that records it as started has
 committed (``after_commit``; the start asks for a commit at once). A zombie that lost its
 partitions cannot commit (the broker refuses its offsets), so it sends nothing: split brain
-never makes two dispatchers deliver the same attempt.
+never makes two dispatchers deliver the same attempt. With ``dispatch_prefetch`` the Limits
+admit more starts than they let run; the executor holds the committed ones until a slot
+frees (within half the session timeout, before a successor could own their partition).
 
 Delay topics: a retry record is held (its partition paused, ``TaskContext.hold``) until its
 record timestamp plus the tier's delay, so no sleeping and no scan; then the run waits in its
@@ -97,6 +99,7 @@ class DispatcherTopology(Topology):
             settings.tenant_rate_per_s,
             settings.host_concurrency,
             overrides=self.tenants.limits,
+            depth=1 + settings.dispatch_prefetch,
         )
         self.logic = DispatchLogic(
             codec or default_codec(),
@@ -106,6 +109,9 @@ class DispatcherTopology(Topology):
             weights=self.tenants.weights,
         )
         self.executor = executor or Executor()
+        # a committed start waits for a slot at most half a session: a paused or cut-off
+        # member's successor cannot have taken its partitions over yet
+        self.executor.set_gate(self.limits, settings.session_timeout_ms / 2000)
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
         self.http = HttpSender.from_settings(settings)
         self._sqs: Sender[Any] | None = None
@@ -118,6 +124,7 @@ class DispatcherTopology(Topology):
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
+        self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
         self._admin: AdminClient | None = None
         self.target_topics = TargetTopics(self._topic_problem, self.clock)
 
@@ -215,14 +222,20 @@ class DispatcherTopology(Topology):
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
     def after_commit(self) -> None:
-        """The starts are committed: send them (the outcomes applied are committed too)."""
+        """The starts are committed: send them (the outcomes applied are committed too),
+        except those of a partition being revoked (``on_stopped`` drops them)."""
         self._applied.clear()
-        for starts in self._unsent.values():
-            for start in starts:
+        for partition in [p for p in self._unsent if p not in self._revoking]:
+            for start in self._unsent.pop(partition):
                 target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
                 self.executor.submit(start.partition, start.tenant, start.delivery, target,
                                      start.target, start.host)  # fmt: skip
-        self._unsent.clear()
+
+    def on_revoking(self, partition: int) -> None:
+        """Send nothing more of ``partition``: its next owner re-dispatches what was started
+        here and not sent."""
+        self._revoking.add(partition)
+        self.executor.hold(partition)
 
     def on_rebuild(self, partition: int) -> None:
         """Rebuilt in place: starts never committed are dropped (never sent); the attempts
@@ -239,7 +252,8 @@ class DispatcherTopology(Topology):
         """The partition moved away or is being rebuilt: its attempts must not go on here (the
         next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
         self._rebuilding.discard(partition)
-        for start in self._unsent.pop(partition, []):  # never committed: never sent
+        self._revoking.discard(partition)
+        for start in self._unsent.pop(partition, []):  # never sent
             self.limits.release(start.tenant, start.host)
         for where in [w for w in self._held_since if w[1] == partition]:
             del self._held_since[where]

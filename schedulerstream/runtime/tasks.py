@@ -258,7 +258,10 @@ class TaskManager:
         """Revoked: commit first (the revoked partitions' offsets included), then close."""
         log.info("revoked %s", _names(partitions))
         revoked = {(tp.topic, tp.partition) for tp in partitions}
-        if any(p in self.tasks for _, p in revoked):
+        closing = {p for _, p in revoked if p in self.tasks}
+        for partition in closing:
+            self.topology.on_revoking(partition)
+        if closing:
             self._require_loop().commit()
         self._release(consumer, partitions, revoked)
 

@@ -88,6 +88,12 @@ class Topology(Protocol):
         treats it as ``on_stopped``."""
         self.on_stopped(partition)
 
+    def on_revoking(self, partition: int) -> None:
+        """``partition`` is being revoked: the commit that closes it comes next, then
+        ``on_stopped``. Start nothing new for it outside Kafka in between (the next owner
+        takes over what its committed state says)."""
+        return None
+
     def on_stopped(self, partition: int) -> None:
         """The task of ``partition`` stopped running (revoked, lost, closed, or suspended to
         rebuild from its changelog): stop anything it started outside the runtime and drop

@@ -250,3 +250,42 @@ def test_a_gone_target_ends_the_run_without_retries(
     [failed] = [e for e in attempt_events(topo)[rid] if e["kind"] == "failed"]
     assert failed["status_code"] == 410 and failed["reason"].startswith("target gone: HTTP 410")
     assert len(attempt_events(topo)[rid]) == 3 and len(receiver.requests(rid)) == 1
+
+
+def most_at_once(requests: list[dict[str, object]]) -> int:
+    """The most requests the receiver was answering at once."""
+    edges = sorted(
+        [(float(r["received_at"]), 1) for r in requests]  # type: ignore[arg-type]
+        + [(float(r["answered_at"]), -1) for r in requests]  # type: ignore[arg-type]
+    )
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_committed_starts_wait_for_a_host_slot_and_the_limit_holds(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    """With prefetch, twice the host limit is started and committed, but the receiver never
+    sees more than the limit at once; another tenant's host is not held behind it."""
+    dispatcher(host_concurrency=3, dispatch_prefetch=1)
+    slow = receiver.url("/slow/300")  # host 127.0.0.1:port
+    other = f"http://localhost:{receiver.port}/ok"  # another host for the limits
+    instant = now_us()
+    blocked = [runs.trigger(job("a", f"s{i}", slow), instant) for i in range(15)]
+    free = [runs.trigger(job("b", f"f{i}", other), instant) for i in range(15)]
+    runs.flush()
+
+    def answered() -> list[dict[str, object]] | None:
+        found = receiver.requests()
+        return found if len(found) >= 30 and all("answered_at" in r for r in found) else None
+
+    requests = wait_for(answered, 60, "every run answered", every=0.2)
+    by_id = {r["headers"]["webhook-id"]: r for r in requests}
+    assert set(by_id) == set(blocked) | set(free)
+    assert most_at_once([by_id[r] for r in blocked]) == 3
+    last_free = max(by_id[r]["received_at"] for r in free)
+    last_blocked = max(by_id[r]["received_at"] for r in blocked)
+    assert last_free < last_blocked - 0.6  # b's runs went out while a's host was still busy

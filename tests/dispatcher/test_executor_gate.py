@@ -1,0 +1,153 @@
+"""The executor's gate: committed starts wait for a slot of the Limits and start as attempts
+end; a blocked tenant or host does not hold the others back; a start that waited too long is
+not sent."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.limits import Limits
+from schedulerstream.targets.base import Delivery, Outcome
+
+
+class HeldTarget:
+    """Answers once its run id is released (or at once, for ``config["free"]``); counts how
+    many attempts run at once, in all and per config ``"host"``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.started: list[str] = []
+        self.released: set[str] = set()
+
+    def release(self, *run_ids: str) -> None:
+        with self.lock:
+            self.released.update(run_ids)
+
+    def _count(self, host: str, n: int) -> None:
+        with self.lock:
+            for key in (host, "*"):
+                self.running[key] = self.running.get(key, 0) + n
+                self.most[key] = max(self.most.get(key, 0), self.running[key])
+
+    async def deliver(self, delivery: Delivery, config: dict[str, Any]) -> Outcome:
+        with self.lock:
+            self.started.append(delivery.run_id)
+        self._count(config["host"], 1)
+        try:
+            while not config.get("free") and delivery.run_id not in self.released:
+                await asyncio.sleep(0.005)
+        finally:
+            self._count(config["host"], -1)
+        return Outcome("succeeded", "ok", False, 1)
+
+    async def close(self) -> None:
+        return None
+
+
+def delivery(run_id: str, tenant: str = "a") -> Delivery:
+    return Delivery(run_id, tenant, "j", 0, 1, "scheduled", None, 30.0)
+
+
+@pytest.fixture
+def executor() -> Iterator[Executor]:
+    ex = Executor(grace_s=0.1)
+    yield ex
+    ex.close()
+
+
+class Drained:
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+        self.found: list[Completion] = []
+
+    def until(self, what: str, ready: Callable[[], bool], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.found += self.ex.drain()
+            if ready():
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"timed out waiting for {what}; completions: {self.found}")
+
+    def ids(self) -> set[str]:
+        return {c.run_id for c in self.found}
+
+
+def submit(ex: Executor, target: HeldTarget, run_id: str, tenant: str = "a",
+           host: str = "h:80", **config: Any) -> None:  # fmt: skip
+    ex.submit(0, tenant, delivery(run_id, tenant), target, {"host": host, **config}, host)
+
+
+def test_at_most_the_concurrency_runs_and_the_rest_start_as_slots_free(
+    executor: Executor,
+) -> None:
+    executor.set_gate(Limits(2, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    for i in range(6):
+        submit(executor, target, f"a/j@{i}")
+    drained.until("two started", lambda: len(target.started) == 2)
+    assert target.started == ["a/j@0", "a/j@1"]  # in the order they came
+    target.release(*(f"a/j@{i}" for i in range(6)))
+    drained.until("all six done", lambda: len(drained.found) == 6)
+    assert target.most["*"] == 2
+    assert all(c.outcome is not None and c.outcome.succeeded for c in drained.found)
+    assert executor.in_flight == 0
+
+
+def test_a_full_host_or_tenant_does_not_hold_back_the_others(executor: Executor) -> None:
+    executor.set_gate(Limits(10, 2, 1e6, 1), ttl_s=30)  # 2 per tenant, 1 per host
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/slow@1", tenant="a", host="slow:80")
+    submit(executor, target, "a/slow@2", tenant="a", host="slow:80")  # waits: the host is full
+    submit(executor, target, "b/x@1", tenant="b", host="b1:80")
+    submit(executor, target, "b/x@2", tenant="b", host="b2:80")
+    submit(executor, target, "b/x@3", tenant="b", host="b3:80")  # waits: b has 2 running
+    submit(executor, target, "c/y@1", tenant="c", host="c:80", free=True)
+    drained.until("c's run done behind the blocked ones", lambda: "c/y@1" in drained.ids())
+    assert set(target.started) == {"a/slow@1", "b/x@1", "b/x@2", "c/y@1"}
+    target.release("b/x@1")
+    drained.until("b's third started when its first ended", lambda: "b/x@3" in target.started)
+    assert "a/slow@2" not in target.started  # its host is still busy
+    target.release("a/slow@1", "a/slow@2", "b/x@2", "b/x@3")
+    drained.until("all done", lambda: len(drained.found) == 6)
+    assert target.most["slow:80"] == 1
+
+
+def test_a_start_that_waited_past_the_ttl_is_not_sent(executor: Executor) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=0.2)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2")
+    drained.until("the first started", lambda: target.started == ["a/j@1"])
+    time.sleep(0.3)  # pacing: longer than the ttl while the only slot is taken
+    target.release("a/j@1")
+    drained.until("both completed", lambda: len(drained.found) == 2)
+    late = next(c for c in drained.found if c.run_id == "a/j@2")
+    assert late.outcome is not None and late.outcome.kind == "failed"
+    assert late.outcome.retryable and "not sent" in late.outcome.reason
+    assert target.started == ["a/j@1"]
+
+
+def test_cancelling_a_waiting_start_ends_it_unsent(executor: Executor) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2")
+    drained.until("the first started", lambda: target.started == ["a/j@1"])
+    assert executor.running(0, "a/j@2", 1)
+    assert executor.cancel(0, "a/j@2", 1)
+    drained.until("the cancel completed", lambda: "a/j@2" in drained.ids())
+    [cancelled] = drained.found
+    assert cancelled.outcome is None
+    target.release("a/j@1")
+    drained.until("the first done", lambda: len(drained.found) == 2)
+    assert target.started == ["a/j@1"]
