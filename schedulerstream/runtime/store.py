@@ -25,6 +25,12 @@ NO_OFFSET = -1
 _OFFSET = struct.Struct(">q")
 
 
+# A store's memtable, and so its write-ahead log, is flushed to compressed SST files at this
+# size. RocksDB's default (64 MiB) kept every write of a partition uncompressed in the log and
+# in memory, per store (active and standby): several times the live state on disk.
+WRITE_BUFFER_BYTES = 8 << 20
+
+
 class StateStore(Protocol):
     """What topology code sees: byte keys and values, read-your-writes, ordered scans.
 
@@ -111,6 +117,7 @@ class RocksStore:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
         return Rdict(str(path), options)
 
     def close(self) -> None:
