@@ -134,18 +134,26 @@ def watch_burst(
 
 def burst(
     base: Settings, big: int, small: int, log_dir: Path, burst_lead_ms: int,
-    profile_s: float = 0.0,
+    profile_s: float = 0.0, processes: int = 1,
 ) -> tuple[dict[str, Any], Settings, ProcessorProcess]:  # fmt: skip
-    """One tenant's ``big`` jobs and another's ``small`` due at one instant; with
-    ``profile_s``, a py-spy profile of the scheduler from now to ``profile_s`` after it
-    (``profile``: its summary; idle samples are not counted)."""
+    """One tenant's ``big`` jobs and another's ``small`` due at one instant, emitted by
+    ``processes`` members of the group (1 or 2; the first is returned running, the second is
+    stopped); with ``profile_s``, a py-spy profile of the first from now to ``profile_s``
+    after it (``profile``: its summary; idle samples are not counted)."""
     interval = 3600  # hourly jobs: exactly one instant falls inside the run
     settings = fresh(base, burst_lead_ms=burst_lead_ms)
-    proc = ProcessorProcess(
-        settings, "scheduler", f"burst-{burst_lead_ms}", log_dir, data_dir=settings.data_dir / "a"
-    )
-    proc.start()
-    proc.wait_for_log(" running: restored", timeout=120, count=settings.partitions)
+    members = []
+    for i in range(processes):
+        name = f"burst-{burst_lead_ms}-{processes}x{i}"
+        data_dir = settings.data_dir / ("a" if i == 0 else f"member{i}")
+        members.append(ProcessorProcess(settings, "scheduler", name, log_dir, data_dir=data_dir))
+    proc = members[0]
+    for member in members:
+        member.start()
+    if processes == 1:
+        proc.wait_for_log(" running: restored", timeout=120, count=settings.partitions)
+    else:
+        wait_split(members, settings.partitions, timeout=300)
     # publish + ingest first (~6k jobs/s on a quiet machine, a few thousand on a busy one)
     margin_s = max(60, (big + small) // 1500 + 30)
     instant = (time.time_ns() // 1000 // SECOND + margin_s) * SECOND
@@ -165,6 +173,8 @@ def burst(
     if profile_s and proc.process is not None:
         spy = start_profile(proc.process.pid, (instant - now) / 1e6 + profile_s, profile_path)
     seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600)
+    for member in members[1:]:
+        member.stop()
     profile = None
     if spy is not None:
         spy.wait(timeout=(instant - now) / 1e6 + profile_s + 60)

@@ -12,8 +12,9 @@ then two processes of its group, draining pre-produced runs vs a raw aiohttp cli
 concurrency), ``e2e`` (bench_e2e: rate search and a sustained run, scheduler + dispatcher to a
 real receiver), ``burst``
 (bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
-instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, state bytes per
-job, cold restore, takeover after kill -9; 100,000 jobs quick, 1,000,000 full), ``kafka_target``
+instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, by one process and then
+by two of its group, state bytes per job, cold restore, takeover after kill -9; 100,000 jobs
+quick, 1,000,000 full), ``kafka_target``
 (bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer),
 ``failover`` (bench_failover: kill -9 of one of two schedulers, then of one of two dispatchers,
 standbys on, 200 runs/s: takeover and the lateness of the runs due in the 10 s after),
@@ -171,6 +172,18 @@ class Run:
         finally:
             if proc.alive():
                 proc.stop()
+            stop_children(keep=_keep())
+            drop_topics(settings)
+        progress("scheduler: the same burst emitted by two processes of the group")
+        found, settings, proc = sched.burst(
+            self.base, jobs, 100, self.log_dir, burst_lead_ms=0, processes=2
+        )
+        try:
+            self.figures["scheduler_runs_per_s_2proc"] = found["scheduler_runs_per_s"]
+            self.figures["scheduler_2proc_emit_lateness_p99_ms"] = found["emit_lateness_p99_ms"]
+            self._ratio("scheduler_scaling", "scheduler_runs_per_s_2proc", "scheduler_runs_per_s")
+        finally:
+            proc.stop()
             stop_children(keep=_keep())
             drop_topics(settings)
 
