@@ -46,6 +46,9 @@ def produce(settings: Settings, topic: str, records: Iterable[tuple[bytes, bytes
     return count
 
 
+EOF_GRACE_S = 2.0
+
+
 def read_all(settings: Settings, topic: str, committed: bool = True) -> list[Any]:
     """Every record of ``topic`` visible to a read_committed (or uncommitted) reader."""
     name = settings.topic(topic)
@@ -58,16 +61,22 @@ def read_all(settings: Settings, topic: str, committed: bool = True) -> list[Any
     consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
     out: list[Any] = []
     pending = {p for p, e in ends.items() if e > 0}
+    # Read up to each high watermark. Just after a commit its markers may not be written yet,
+    # so a read_committed reader meets the end (EOF at the stable offset) early: only an end
+    # that stays put for EOF_GRACE_S (an open transaction) ends the read of a partition there.
+    eof_since: dict[int, float] = {}
     deadline = time.monotonic() + 30
     while pending and time.monotonic() < deadline:
         for msg in consumer.consume(1000, 0.2):
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
+                    eof_since.setdefault(msg.partition(), time.monotonic())
                 continue
+            eof_since.pop(msg.partition(), None)
             out.append(msg)
         for p in list(pending):
-            if consumer.position([TopicPartition(name, p)])[0].offset >= ends[p]:
+            stuck = time.monotonic() - eof_since.get(p, float("inf")) >= EOF_GRACE_S
+            if stuck or consumer.position([TopicPartition(name, p)])[0].offset >= ends[p]:
                 pending.discard(p)
     consumer.close()
     return out
