@@ -12,9 +12,9 @@ then two processes of its group, draining pre-produced runs vs a raw aiohttp cli
 concurrency), ``e2e`` (bench_e2e: rate search and a sustained run, scheduler + dispatcher to a
 real receiver), ``burst``
 (bench_e2e: one tenant's 100,000 jobs, 20,000 in quick mode, and a small tenant's 100 at one
-instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, by one process and then
-by two of its group, state bytes per job, cold restore, takeover after kill -9; 100,000 jobs
-quick, 1,000,000 full), ``kafka_target``
+instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, by one process
+and then by two of its group, state bytes per job, cold restore, takeover after kill -9;
+100,000 jobs quick, 1,000,000 full), ``kafka_target``
 (bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer),
 ``failover`` (bench_failover: kill -9 of one of two schedulers, then of one of two dispatchers,
 standbys on, 200 runs/s: takeover and the lateness of the runs due in the 10 s after),
