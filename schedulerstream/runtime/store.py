@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
 from schedulerstream.errors import StateError
 
@@ -29,6 +29,21 @@ _OFFSET = struct.Struct(">q")
 # size. RocksDB's default (64 MiB) kept every write of a partition uncompressed in the log and
 # in memory, per store (active and standby): several times the live state on disk.
 WRITE_BUFFER_BYTES = 8 << 20
+
+# Bits per key of each SST file's Bloom filter. Most reads of a key that is not there (a new
+# run id, a job with no "gone" marker) then skip the file's data blocks: without filters such
+# a read decompressed a block of every L0 file and level.
+BLOOM_BITS_PER_KEY = 10
+
+
+def _options() -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)  # full filters, not block-based
+    options.set_block_based_table_factory(table)
+    return options
 
 
 class StateStore(Protocol):
@@ -115,10 +130,10 @@ class RocksStore:
     @staticmethod
     def _open_db(path: Path) -> Rdict:
         path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
-        return Rdict(str(path), options)
+        # The default column family's options are given too: otherwise rocksdict reopens an
+        # existing store with the ones in its OPTIONS file (the write buffer it was created
+        # with, and no Bloom filters, which that file does not keep).
+        return Rdict(str(path), _options(), column_families={"default": _options()})
 
     def close(self) -> None:
         """Drop the overlay and close the database (releasing its lock)."""

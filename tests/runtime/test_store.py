@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rocksdict import Options, Rdict
 
 from schedulerstream.errors import StateError
-from schedulerstream.runtime.store import NO_OFFSET, RocksStore, prefix_end
+from schedulerstream.runtime.store import NO_OFFSET, WRITE_BUFFER_BYTES, RocksStore, prefix_end
 
 
 @pytest.fixture
@@ -143,3 +144,24 @@ def test_prefix_end() -> None:
     assert prefix_end(b"due/") == b"due0"
     assert prefix_end(b"a\xff") == b"b"
     assert prefix_end(b"\xff\xff") is None
+
+
+def test_a_store_is_reopened_with_its_options_not_those_it_was_created_with(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db"
+    old = Rdict(str(path), Options(raw_mode=True))  # RocksDB's defaults: 64 MiB, no filters
+    old[b"run/old"] = b"1"
+    old.close()
+    for offset in (7, 8):  # the first open, then a warm restart
+        store = RocksStore.open(path)
+        assert store.get(b"run/old") == b"1" and store.get(b"run/missing") is None
+        store.put(b"run/new", b"2")
+        store.flush(offset)
+        store.close()
+        written = max(path.glob("OPTIONS-*")).read_text()  # the options of the last open
+        assert f"write_buffer_size={WRITE_BUFFER_BYTES}\n" in written
+        assert "filter_policy=bloomfilter" in written
+    reopened = RocksStore.open(path)
+    assert reopened.get(b"run/new") == b"2" and reopened.changelog_offset() == 8
+    reopened.close()
