@@ -228,7 +228,9 @@ class DispatchLogic:
                 self.counters.duplicates += 1
                 return
             self._unindex(pc.store, old)
-        job_key, spec = self.specs.read(rec["job_definition"])  # validates (else: rejected)
+        job_key, spec = self.specs.read(  # validates (else: rejected)
+            rec["job_definition"], f"{rec['tenant']}/{rec['job_id']}", rec["job_version"]
+        )
         if rec["trigger"] == notices.NOTIFICATION:
             spec = spec.notice()  # the job's notify target (the scheduler's "paused" notice)
         run = RunRecord(
