@@ -7,9 +7,15 @@ then started in fair-share rounds and finished with a success outcome.
 - ``logic_us_per_run``: ingest + select + start + outcome, per run;
 - ``store_us_per_run``: the baseline, in the same run: the raw store operations a run needs at
   the least (5 puts and 3 gets of run-record-sized values, one WriteBatch per 500 runs);
-- ``logic_vs_store``: how many times the bare store work the logic costs.
+- ``logic_vs_store``: how many times the bare store work the logic costs;
+- with ``--steady SECONDS``: ``steady_us_per_run``, the logic per run in a steady state like the
+  end-to-end bench's: each simulated second ``--rate`` runs of ``--jobs`` recurring jobs are
+  ingested ``LOOKAHEAD_S`` ahead of their time (so a job's definition repeats every
+  jobs / rate seconds), the due ones are started and finished, and the store grows as it does
+  in a long run; measured over the second half.
 
     .venv/bin/python bench/bench_dispatch_logic.py [--runs 20000] [--tenants 8]
+    .venv/bin/python bench/bench_dispatch_logic.py --steady 120 --rate 1200 --jobs 12000
 
 The last stdout line is JSON.
 """
@@ -47,23 +53,30 @@ class Discard:
         self.records += 1
 
 
-def run_values(runs: int, tenants: int) -> list[bytes]:
+LOOKAHEAD_S = 3
+
+
+def run_values(runs: int, tenants: int, jobs: int = 0, rate: int = 1) -> list[bytes]:
+    """``runs`` RunTriggered records of distinct jobs, or (``jobs``) of ``jobs`` recurring jobs,
+    ``rate`` due each second: run i, of job i % jobs, is due at T0 + i // rate seconds."""
     codec = default_codec()
     values = []
     for i in range(runs):
+        n = i % jobs if jobs else i
+        at = T0 + (i // rate) * 1_000_000 if jobs else T0
         job = JobDefinition.model_validate(
             {
-                "tenant": f"t{i % tenants}",
-                "job_id": f"d{i}",
+                "tenant": f"t{n % tenants}",
+                "job_id": f"d{n}",
                 "version": 1,
                 "schedule": {"every": 3600},
                 "target": {"type": "http", "url": "http://127.0.0.1:1/hook"},
             }
         )
         record: dict[str, Any] = {
-            "run_id": scheduled_run_id(job.key, T0), "tenant": job.tenant,
-            "job_id": job.job_id, "scheduled_at_us": T0, "not_before_us": T0,
-            "emitted_at_us": T0, "trigger": "scheduled", "payload_json": json.dumps({"i": i}),
+            "run_id": scheduled_run_id(job.key, at), "tenant": job.tenant,
+            "job_id": job.job_id, "scheduled_at_us": at, "not_before_us": at,
+            "emitted_at_us": at, "trigger": "scheduled", "payload_json": json.dumps({"i": n}),
             "job_version": 1, "job_definition": codec.encode("JobDefinition", job.to_avro()),
         }  # fmt: skip
         values.append(codec.encode("RunTriggered", record))
@@ -97,6 +110,43 @@ def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
     return elapsed, out.records
 
 
+def steady_seconds(rate: int, jobs: int, seconds: int, tenants: int, workdir: Path) -> float:
+    """Logic seconds per run over the second half of ``seconds`` simulated seconds."""
+    if jobs % rate:
+        raise SystemExit("--jobs must be a multiple of --rate (whole seconds between runs)")
+    values = run_values(rate * (seconds + LOOKAHEAD_S), tenants, jobs, rate)
+    store = RocksStore.open(workdir / "steady")
+    limits = Limits(200, 50, 1e9, 100)
+    logic = DispatchLogic(default_codec(), Topics("attempts", "commands"), limits, "bench")
+    out = Discard()
+    for value in values[: rate * LOOKAHEAD_S]:
+        logic.on_run(store, out, 0, value, T0)
+    store.flush(0)
+    measured = 0.0
+    for second in range(seconds):
+        began = time.perf_counter()
+        now = T0 + second * 1_000_000
+        ahead = second + LOOKAHEAD_S
+        for i, value in enumerate(values[ahead * rate : (ahead + 1) * rate], 1):
+            logic.on_run(store, out, 0, value, now)
+            if i % 100 == 0:
+                store.flush(0)
+        done = 0
+        while done < rate:
+            now += 1000
+            for action in logic.on_tick(store, out, 0, now):
+                assert isinstance(action, Start)
+                limits.release(action.tenant, action.host)
+                d = action.delivery
+                logic.on_outcome(store, out, 0, d.run_id, d.attempt, OK, now)
+                done += 1
+            store.flush(0)
+        if second >= seconds // 2:
+            measured += time.perf_counter() - began
+    store.close()
+    return measured / (rate * (seconds - seconds // 2))
+
+
 def store_seconds(runs: int, workdir: Path) -> float:
     store = RocksStore.open(workdir / "store")
     value = b"x" * 220  # about a run record
@@ -119,7 +169,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--tenants", type=int, default=8)
+    parser.add_argument("--steady", type=int, default=0, help="simulated seconds (0: off)")
+    parser.add_argument("--rate", type=int, default=1200, help="runs per simulated second")
+    parser.add_argument("--jobs", type=int, default=12_000, help="recurring jobs (steady)")
     args = parser.parse_args()
+    if args.steady:
+        with tempfile.TemporaryDirectory() as tmp:
+            per_run = steady_seconds(args.rate, args.jobs, args.steady, args.tenants, Path(tmp))
+        print(json.dumps({"steady_us_per_run": round(per_run * 1e6, 1), "rate": args.rate,
+                          "jobs": args.jobs, "seconds": args.steady}))  # fmt: skip
+        return
     values = run_values(args.runs, args.tenants)
     with tempfile.TemporaryDirectory() as tmp:
         logic_s, records = logic_seconds(values, Path(tmp))
