@@ -102,11 +102,30 @@ class ProcessorProcess:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            masks = self.signal_masks()
+            self.signal(signal.SIGUSR2)  # its threads' stacks, to the log
+            stacks = time.monotonic() + 5
+            while "most recent call first" not in self.log() and time.monotonic() < stacks:
+                time.sleep(0.1)
             self.signal(signal.SIGKILL)
             self.process.wait(10)
             raise AssertionError(
-                f"{self.component} ignored SIGTERM:\n{self.log()[-3000:]}"
+                f"{self.component} ignored SIGTERM:\n{self.log()[-8000:]}\n{masks}"
             ) from None
+
+    def signal_masks(self) -> str:
+        """Pending and blocked signals of the process and of each of its threads (/proc)."""
+        assert self.process is not None
+        lines = []
+        wanted = ("Name", "Pid", "State", "SigPnd", "ShdPnd", "SigBlk")
+        for status in sorted(Path(f"/proc/{self.process.pid}/task").glob("*/status")):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+            lines.append(" ".join(f"{k}={fields.get(k, '?').strip()}" for k in wanted))
+        return "signals by thread:\n" + "\n".join(lines)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -210,6 +210,7 @@ class Processor:
         if not self._started:
             return
         self._started = False
+        log.info("stopping: the last commit, then leaving the group")
         try:
             self.commit()
         except Exception:  # what it did not commit is processed again by the next owner
@@ -222,6 +223,7 @@ class Processor:
                 self.task_manager.close()
                 self.takeover.close()
                 self._txn.close()
+                log.info("stopped: left the group, stores closed")
 
     def step(self) -> None:
         """One loop iteration: consume and process, restore a chunk, punctuate, commit."""
