@@ -19,6 +19,7 @@ class Start:
     delivery: Delivery
     target: TargetConfig
     host: str | None = None  # the Limits lane of the target's host (None: no host limit)
+    at_us: int = 0  # armed: sent at this time (0: once committed)
 
 
 @dataclass(frozen=True, slots=True)

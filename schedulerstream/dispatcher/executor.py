@@ -11,6 +11,9 @@ tenant and per target host; the rest wait in arrival order and start as attempts
 this loop, with no round trip through the processor. A start committed more than ``ttl_s``
 ago is not sent any more (a paused process must not send what a successor may have taken
 over): it ends as a retryable failure that says so.
+
+A start armed ahead of its due time (``submit``'s ``delay_s``) waits on this loop until then,
+and then for a slot like any other; its time to live still counts from its commit.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ import collections
 import concurrent.futures
 import contextlib
 import functools
+import heapq
+import itertools
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -82,6 +88,10 @@ class Executor:
         self._waiting: collections.deque[_Submission] = collections.deque()  # (loop)
         self._running_in = _Counts()  # attempts running, by tenant and host (loop)
         self._held: set[int] = set()  # partitions whose waiting starts may not start
+        self._armed: list[tuple[float, int, _Submission]] = []  # heap by send time (loop)
+        self._armed_seq = itertools.count()
+        self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
+        self._arm_timer_at = 0.0
         self._thread.start()
 
     def set_gate(self, gate: Gate, ttl_s: float) -> None:
@@ -105,11 +115,16 @@ class Executor:
         target: Sender[Any],
         config: Any,
         host: str | None = None,
+        delay_s: float = 0.0,
     ) -> None:
-        """Start one attempt of ``delivery`` with ``target`` (configured by ``config``)."""
+        """Start one attempt of ``delivery`` with ``target`` (configured by ``config``), not
+        before ``delay_s`` from now."""
         key = (partition, delivery.run_id, delivery.attempt)
         self._live.add(key)
-        self._submitted.append(_Submission(key, tenant, host, delivery, target, config))
+        item = _Submission(key, tenant, host, delivery, target, config)
+        if delay_s > 0:  # the loop's clock is time.monotonic (asyncio's default loop)
+            item.send_at = time.monotonic() + delay_s
+        self._submitted.append(item)
         if not self._wake_pending:
             self._wake_pending = True
             self._loop.call_soon_threadsafe(self._launch)
@@ -121,8 +136,33 @@ class Executor:
         while self._submitted:
             item = self._submitted.popleft()
             item.arrived = now
-            self._waiting.append(item)
+            if item.send_at > now:
+                heapq.heappush(self._armed, (item.send_at, next(self._armed_seq), item))
+            else:
+                self._waiting.append(item)
         self._start_waiting(now)
+        self._arm()
+
+    def _arm(self) -> None:
+        """(loop thread) Wake when the earliest armed start is due."""
+        if not self._armed:
+            return
+        at = self._armed[0][0]
+        if self._arm_timer is not None:
+            if self._arm_timer_at <= at:
+                return
+            self._arm_timer.cancel()
+        self._arm_timer, self._arm_timer_at = self._loop.call_at(at, self._release), at
+
+    def _release(self) -> None:
+        """(loop thread) The armed starts now due join the waiting ones."""
+        self._arm_timer = None
+        now = self._loop.time()
+        armed = self._armed
+        while armed and armed[0][0] <= now:
+            self._waiting.append(heapq.heappop(armed)[2])
+        self._start_waiting(now)
+        self._arm()
 
     def _start_waiting(self, now: float) -> None:
         """(loop thread) Start what the gate admits, oldest first; end the expired."""
@@ -205,6 +245,13 @@ class Executor:
                 self._waiting.remove(item)
                 self._complete(item, None)
                 return
+        for i, (_, _, item) in enumerate(self._armed):
+            if item.key == key:
+                self._armed[i] = self._armed[-1]
+                self._armed.pop()
+                heapq.heapify(self._armed)
+                self._complete(item, None)
+                return
 
     def running(self, partition: int, run_id: str, attempt: int) -> bool:
         """Whether that attempt was submitted here and its completion not drained yet."""
@@ -284,6 +331,7 @@ class _Submission:
     target: Sender[Any]
     config: Any
     arrived: float = 0.0  # loop time it reached the loop (its start was just committed)
+    send_at: float = 0.0  # armed: loop time before which it is not sent
 
 
 class _Counts:

@@ -20,7 +20,7 @@ from typing import Any
 from schedulerstream import notices
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.dispatcher.actions import Action, Cancel, Start
+from schedulerstream.dispatcher.actions import Action, Cancel, Start, target_host
 from schedulerstream.dispatcher.aftermath import after_finish
 from schedulerstream.dispatcher.context import NO_OUTPUT, PartitionContext
 from schedulerstream.dispatcher.events import EventWriter, Output
@@ -54,6 +54,8 @@ from schedulerstream.targets.base import Delivery, Outcome
 
 __all__ = ["Action", "Cancel", "Counters", "DispatchLogic", "Start", "Topics"]
 
+# an armed attempt this close to its due time is left to be sent: a revocation does not abort it
+ARM_MARGIN_US = 20_000
 SUCCEEDED, FAILED = AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED  # (hot: no class lookup)
 DEAD_LETTERED, CANCELLED = AttemptOutcome.DEAD_LETTERED, AttemptOutcome.CANCELLED
 
@@ -88,6 +90,7 @@ class DispatchLogic:
         start_budget: int = 2000,
         retention_us: int = DEDUPE_RETENTION_US,
         prune_budget: int = 1000,
+        arm_us: int = 0,
     ) -> None:
         self.codec = codec
         self.topics = topics
@@ -101,7 +104,7 @@ class DispatchLogic:
         self.overlap = OverlapPolicy(self)
         self.retries = Retries(topics.tiers, self.events, self)
         self.selection = FairSelection(limits, start_budget, self.spec, self.overlap.admit,
-                                       self._start)  # fmt: skip
+                                       self._start, self._armable, arm_us)  # fmt: skip
 
     def spec(self, run: RunRecord) -> DispatchSpec:
         """The run's DispatchSpec (an unfinished run always has one)."""
@@ -122,15 +125,15 @@ class DispatchLogic:
 
     # -- inputs ---------------------------------------------------------------------------
     def on_run(self, store: StateStore, out: Output, partition: int, value: bytes | None,
-               now_us: int) -> None:  # fmt: skip
-        """A cron.runs record: RunTriggered or RunRevoked."""
+               now_us: int) -> list[Action]:  # fmt: skip
+        """A cron.runs record: RunTriggered or RunRevoked (which may abort an armed start)."""
         name, record = self.codec.decode(value)
         if name == "RunTriggered":
             self._triggered(self._context(store, out, partition), record, now_us)
-        elif name == "RunRevoked":
-            self._revoked(self._context(store, out, partition), record, now_us)
-        else:
-            raise ValueError(f"{name} does not belong on the runs topic")
+            return []
+        if name == "RunRevoked":
+            return self._revoked(self._context(store, out, partition), record, now_us)
+        raise ValueError(f"{name} does not belong on the runs topic")
 
     def on_retry(self, store: StateStore, partition: int, value: bytes | None) -> None:
         """A delay-topic record came back: the retry is queued locally for its due time."""
@@ -215,8 +218,8 @@ class DispatchLogic:
             self.events.emit(out, partition, run, FAILED, now_us, reason=reason)
             if run.attempt >= spec.retry[0]:
                 self.retries.dead_letter(pc, run, now_us, "attempts exhausted")
-            else:
-                self.enqueue(pc, run, now_us)
+            else:  # an attempt armed ahead of its due time is not sent early now either
+                self.enqueue(pc, run, max(now_us, run.due_us))
 
     # -- ingest ---------------------------------------------------------------------------
     def _triggered(self, pc: PartitionContext, rec: dict[str, Any], now_us: int) -> None:
@@ -246,7 +249,8 @@ class DispatchLogic:
         self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
         self.enqueue(pc, run, run.not_before_us)
 
-    def _revoked(self, pc: PartitionContext, rec: dict[str, Any], now_us: int) -> None:
+    def _revoked(self, pc: PartitionContext, rec: dict[str, Any],
+                 now_us: int) -> list[Action]:  # fmt: skip
         store = pc.store
         run = rk.load(store, rec["run_id"])
         if run is None:  # keep the revocation: an older RunTriggered must not arm it
@@ -257,15 +261,23 @@ class DispatchLogic:
             )  # fmt: skip
             rk.save(store, run)
             store.put(rk.done_key(now_us, run.run_id), b"")
-            return
-        if not run.not_started or run.job_version >= rec["job_version"]:
-            return
+            return []
+        if run.job_version >= rec["job_version"]:
+            return []
+        if self.armed(run, now_us):
+            run.job_version = rec["job_version"]
+            reason = f"{rec['reason']} (before its armed attempt was sent)"
+            self.finish(pc, run, AttemptOutcome.REVOKED, now_us, reason)
+            return [Cancel(pc.partition, run.run_id, run.attempt)]
+        if not run.not_started:
+            return []
         self._unindex(store, run)
         end(run, AttemptOutcome.REVOKED)
         run.job_version, run.spec = rec["job_version"], None
         self.events.emit(pc.out, pc.partition, run, "revoked", now_us, reason=rec["reason"])
         rk.save(store, run)
         store.put(rk.done_key(now_us, run.run_id), b"")
+        return []
 
     # -- queues ---------------------------------------------------------------------------
     def enqueue(self, pc: PartitionContext, run: RunRecord, due_us: int) -> None:
@@ -290,19 +302,39 @@ class DispatchLogic:
             store.delete(rk.buffer_key(run.job_key))
 
     # -- attempts -------------------------------------------------------------------------
-    def _start(self, pc: PartitionContext, run: RunRecord, now_us: int, host: str | None) -> Start:
+    def armed(self, run: RunRecord, now_us: int) -> bool:
+        """Is ``run``'s first attempt started ahead and not due for ``ARM_MARGIN_US`` yet (so
+        an abort reaches the delivery loop before it sends)?"""
+        return (run.status == IN_FLIGHT and run.attempt == 1
+                and run.due_us > now_us + ARM_MARGIN_US)  # fmt: skip
+
+    def _armable(self, pc: PartitionContext, run: RunRecord) -> bool:
+        """May ``run`` start before it is due: a request the delivery loop sends at its due
+        time (not a record of this transaction, nor a worker's offer), and, for a first
+        attempt, no other run of its job active that the overlap policy would weigh."""
+        if target_host(self.spec(run).target) is None:
+            return False
+        if run.attempt > 0 or run.trigger == notices.NOTIFICATION:
+            return True
+        return not self.overlap.active_others(pc, run)
+
+    def _start(self, pc: PartitionContext, run: RunRecord, now_us: int, host: str | None,
+               due_us: int = 0) -> Start:  # fmt: skip
+        """The run's next attempt; sent at ``due_us`` when that is later than now (armed)."""
         spec = self.spec(run)
         run.attempt += 1
         move(run, IN_FLIGHT)
-        run.deadline_us = now_us + round(spec.timeout * 1e6)
+        send_us = max(now_us, due_us)
+        run.deadline_us = send_us + round(spec.timeout * 1e6)
         pc.store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
         pc.index.activate(run.job_key, run.run_id)
         rk.save(pc.store, run)
         self.counters.started += 1
         deadline = f"deadline {run.deadline_us} µs"
-        self.events.emit(pc.out, pc.partition, run, "started", now_us, reason=deadline)
+        self.events.emit(pc.out, pc.partition, run, "started", send_us, reason=deadline)
         delivery = Delivery.from_run(run.run_view(), attempt=run.attempt, deadline=spec.timeout)
-        return Start(pc.partition, run.tenant, delivery, spec.target, host)
+        return Start(pc.partition, run.tenant, delivery, spec.target, host,
+                     send_us if send_us > now_us else 0)  # fmt: skip
 
     def cancel(self, pc: PartitionContext, run: RunRecord, reason: str,
                now_us: int) -> list[Action]:  # fmt: skip

@@ -3,6 +3,10 @@
 Tenants take turns in weighted deficit round-robin (``DeficitRing``); a turn serves the
 tenant's earliest due run, if the overlap policy admits it (first attempts) and the Limits
 have a slot for its tenant and target host. At most ``start_budget`` runs start per tick.
+
+A run due within ``arm_us`` of now may start early, when ``armable`` says it can wait for its
+due time outside the transaction (a request the delivery loop sends then): its start is then
+committed before it is due, so the due instant costs no tick and no commit round trip.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from schedulerstream.dispatcher.states import QUEUED
 
 # (context, run, its queue key, now, actions) → may its first attempt start
 Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
-# (context, run, now, host) → the run's next attempt, started
-Begin = Callable[[PartitionContext, RunRecord, int, str | None], Start]
+# (context, run, now, host, due) → the run's next attempt, started (sent at ``due`` if later)
+Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start]
+# (context, run) → may the run's next attempt be started before it is due
+Armable = Callable[[PartitionContext, RunRecord], bool]
 
 
 class FairSelection:
@@ -28,8 +34,11 @@ class FairSelection:
     order."""
 
     def __init__(self, limits: Limits, start_budget: int, spec: Callable[[RunRecord], DispatchSpec],
-                 admit: Admit, begin: Begin) -> None:  # fmt: skip
+                 admit: Admit, begin: Begin, armable: Armable | None = None,
+                 arm_us: int = 0) -> None:  # fmt: skip
         self.limits = limits
+        self.arm_us = arm_us if armable is not None else 0
+        self._armable = armable
         self.start_budget = start_budget
         self._spec = spec
         self._admit = admit
@@ -59,7 +68,7 @@ class FairSelection:
         if head is None:
             return "empty"
         due_us, seq, run_id = head
-        if due_us > now_us:
+        if due_us > now_us + self.arm_us:
             return "blocked"  # the tenant's earliest run is not due yet
         qkey = rk.queue_key(tenant, due_us, seq)
         run = rk.load(pc.store, run_id)
@@ -67,6 +76,8 @@ class FairSelection:
             index.pop(tenant)  # cancelled, revoked or re-queued since
             pc.store.delete(qkey, logged=False)
             return "skipped"
+        if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
+            return "blocked"  # due soon, but it starts only when due
         if run.attempt == 0 and not self._admit(pc, run, qkey, now_us, actions):
             index.pop(tenant)
             return "skipped"
@@ -75,6 +86,6 @@ class FairSelection:
             return "blocked"
         pc.store.delete(qkey, logged=False)
         index.pop(tenant)
-        actions.append(self._begin(pc, run, now_us, host))
+        actions.append(self._begin(pc, run, now_us, host, due_us))
         budget[0] -= 1
         return "started"

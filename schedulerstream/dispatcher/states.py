@@ -9,7 +9,8 @@
 - QUEUED → QUEUED: a newer version of a run not started replaces it;
 - REVOKED → QUEUED: a RunTriggered of at least the revoking version re-arms it;
 - a run ends with an ``AttemptOutcome``: REVOKED for "revoked", DONE for every other, from
-  the statuses ``ENDS`` lists for it (a success only in flight, a skip only queued, ...).
+  the statuses ``ENDS`` lists for it (a success only in flight, a skip only queued, ...);
+  REVOKED also from IN_FLIGHT for a first attempt armed ahead of its due time and not sent.
 
 The values are the strings stored in run records and written as AttemptEvent kinds.
 """
@@ -78,7 +79,8 @@ ENDS: dict[AttemptOutcome, frozenset[RunStatus]] = {
     AttemptOutcome.DEAD_LETTERED: frozenset({IN_FLIGHT}),
     AttemptOutcome.CANCELLED: _LIVE,
     AttemptOutcome.SKIPPED: frozenset({QUEUED}),
-    AttemptOutcome.REVOKED: frozenset({QUEUED, BUFFERED}),
+    # in flight: an attempt armed ahead of its due time, aborted before it was sent
+    AttemptOutcome.REVOKED: frozenset({QUEUED, BUFFERED, IN_FLIGHT}),
 }
 # attempt outcomes after which the target may or may not have done the work
 UNKNOWN = frozenset({AttemptOutcome.TIMED_OUT, AttemptOutcome.LEASE_EXPIRED})

@@ -10,6 +10,9 @@ partitions cannot commit (the broker refuses its offsets), so it sends nothing: 
 never makes two dispatchers deliver the same attempt. With ``dispatch_prefetch`` the Limits
 admit more starts than they let run; the executor holds the committed ones until a slot
 frees (within half the session timeout, before a successor could own their partition).
+An HTTP or SQS run due within ``dispatch_arm_ms`` starts ahead (``FairSelection``): its start
+commits before it is due and the executor sends it at its due time, so the due instant costs
+no tick and no commit round trip. A revocation that arrives before the send aborts it.
 
 Delay topics: a retry record is held (its partition paused, ``TaskContext.hold``) until its
 record timestamp plus the tier's delay, so no sleeping and no scan; then the run waits in its
@@ -101,17 +104,20 @@ class DispatcherTopology(Topology):
             overrides=self.tenants.limits,
             depth=1 + settings.dispatch_prefetch,
         )
+        # a committed start waits for a slot at most half a session: a paused or cut-off
+        # member's successor cannot have taken its partitions over yet; one armed ahead of
+        # its due time waits at most half of that for the due time
+        ttl_ms = settings.session_timeout_ms / 2
         self.logic = DispatchLogic(
             codec or default_codec(),
             Topics(settings.topics.attempts, settings.topics.commands, tiers),
             self.limits,
             settings.instance_id,
             weights=self.tenants.weights,
+            arm_us=round(min(settings.dispatch_arm_ms, ttl_ms / 2) * 1000),
         )
         self.executor = executor or Executor()
-        # a committed start waits for a slot at most half a session: a paused or cut-off
-        # member's successor cannot have taken its partitions over yet
-        self.executor.set_gate(self.limits, settings.session_timeout_ms / 2000)
+        self.executor.set_gate(self.limits, ttl_ms / 1000)
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
         self.http = HttpSender.from_settings(settings)
         self._sqs: Sender[Any] | None = None
@@ -158,7 +164,8 @@ class DispatcherTopology(Topology):
         run_id = (key or b"").decode("utf-8", "replace")
         self._check_partition(ctx, run_id.partition("@")[0])
         if topic == self.runs_topic:
-            self.logic.on_run(ctx.store, out, ctx.partition, message.value(), now)
+            self._apply(ctx, self.logic.on_run(ctx.store, out, ctx.partition, message.value(),
+                                               now))  # fmt: skip
             return
         if topic == self.worker_events_topic:
             event = decode_worker_event(key, message.value())
@@ -225,11 +232,13 @@ class DispatcherTopology(Topology):
         """The starts are committed: send them (the outcomes applied are committed too),
         except those of a partition being revoked (``on_stopped`` drops them)."""
         self._applied.clear()
+        now = self.clock.now_us()
         for partition in [p for p in self._unsent if p not in self._revoking]:
             for start in self._unsent.pop(partition):
                 target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
                 self.executor.submit(start.partition, start.tenant, start.delivery, target,
-                                     start.target, start.host)  # fmt: skip
+                                     start.target, start.host,
+                                     (start.at_us - now) / 1e6 if start.at_us else 0.0)  # fmt: skip
 
     def on_revoking(self, partition: int) -> None:
         """Send nothing more of ``partition``: its next owner re-dispatches what was started
@@ -288,7 +297,7 @@ class DispatcherTopology(Topology):
 
     def _start(self, ctx: TaskContext, start: Start) -> None:
         if start.delivery.attempt == 1 and start.delivery.trigger != "backfill":
-            lateness_us = ctx.now_us() - start.delivery.scheduled_at_us
+            lateness_us = max(ctx.now_us(), start.at_us) - start.delivery.scheduled_at_us
             self.dispatch_lateness.observe(lateness_us / 1e6)
         config = start.target
         if isinstance(config, HttpConfig | SqsConfig):

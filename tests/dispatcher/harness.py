@@ -126,7 +126,7 @@ class Harness:
         self.records.append((topic, key, CODEC.decode(value)[1], partition))
 
     def run(self, value: bytes) -> None:
-        self.logic.on_run(self.store, self, 0, value, self.now)
+        self._take(self.logic.on_run(self.store, self, 0, value, self.now))
 
     def command(self, kv: tuple[bytes, bytes]) -> None:
         self._take(self.logic.on_command(self.store, self, 0, kv[0], kv[1], self.now))

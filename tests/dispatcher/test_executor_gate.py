@@ -26,6 +26,7 @@ class HeldTarget:
         self.running: dict[str, int] = {}
         self.most: dict[str, int] = {}
         self.started: list[str] = []
+        self.sent_at: dict[str, float] = {}  # time.monotonic() when its attempt began
         self.released: set[str] = set()
 
     def release(self, *run_ids: str) -> None:
@@ -41,6 +42,7 @@ class HeldTarget:
     async def deliver(self, delivery: Delivery, config: dict[str, Any]) -> Outcome:
         with self.lock:
             self.started.append(delivery.run_id)
+            self.sent_at[delivery.run_id] = time.monotonic()
         self._count(config["host"], 1)
         try:
             while not config.get("free") and delivery.run_id not in self.released:
@@ -83,8 +85,10 @@ class Drained:
 
 
 def submit(ex: Executor, target: HeldTarget, run_id: str, tenant: str = "a",
-           host: str = "h:80", **config: Any) -> None:  # fmt: skip
-    ex.submit(0, tenant, delivery(run_id, tenant), target, {"host": host, **config}, host)
+           host: str = "h:80", delay_s: float = 0.0, partition: int = 0,
+           **config: Any) -> None:  # fmt: skip
+    ex.submit(partition, tenant, delivery(run_id, tenant), target, {"host": host, **config},
+              host, delay_s)  # fmt: skip
 
 
 def test_at_most_the_concurrency_runs_and_the_rest_start_as_slots_free(
@@ -151,3 +155,46 @@ def test_cancelling_a_waiting_start_ends_it_unsent(executor: Executor) -> None:
     target.release("a/j@1")
     drained.until("the first done", lambda: len(drained.found) == 2)
     assert target.started == ["a/j@1"]
+
+
+def test_an_armed_start_is_sent_at_its_time_and_not_before(executor: Executor) -> None:
+    executor.set_gate(Limits(10, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submitted = time.monotonic()
+    submit(executor, target, "a/j@late", delay_s=0.4, free=True)
+    submit(executor, target, "a/j@soon", delay_s=0.2, free=True)
+    submit(executor, target, "a/j@now", free=True)
+    drained.until("all three done", lambda: len(drained.found) == 3)
+    assert target.started == ["a/j@now", "a/j@soon", "a/j@late"]
+    assert target.sent_at["a/j@now"] - submitted < 0.15
+    assert target.sent_at["a/j@soon"] - submitted >= 0.2
+    assert target.sent_at["a/j@late"] - submitted >= 0.4
+    assert target.sent_at["a/j@late"] - submitted < 1.0  # sent when due, not on a later sweep
+
+
+def test_an_armed_start_waits_for_a_slot_once_due(executor: Executor) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2", delay_s=0.05)
+    drained.until("the first started", lambda: target.started == ["a/j@1"])
+    time.sleep(0.2)  # pacing: past the armed start's time while the only slot is taken
+    assert target.started == ["a/j@1"]
+    target.release("a/j@1", "a/j@2")
+    drained.until("both done", lambda: len(drained.found) == 2)
+    assert target.started == ["a/j@1", "a/j@2"]
+
+
+def test_a_cancelled_or_stopped_armed_start_is_never_sent(executor: Executor) -> None:
+    executor.set_gate(Limits(10, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1", delay_s=0.3, free=True)
+    submit(executor, target, "a/j@2", delay_s=0.3, free=True, partition=1)
+    submit(executor, target, "a/j@3", delay_s=0.3, free=True)
+    assert executor.cancel(0, "a/j@1", 1)
+    assert executor.cancel_partition(1) == 1
+    drained.until("two ended unsent", lambda: {"a/j@1", "a/j@2"} <= drained.ids())
+    assert all(c.outcome is None for c in drained.found)
+    drained.until("the third sent at its time", lambda: "a/j@3" in drained.ids())
+    assert target.started == ["a/j@3"]
+    assert executor.in_flight == 0
