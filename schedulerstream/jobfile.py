@@ -1,12 +1,15 @@
 """Read job definitions from a file: one JSON object, a JSON array, or JSON lines.
 
 Every item is validated before anything is produced; errors name the line and the field.
+JSON lines are validated from each line's text (pydantic-core parses and validates in one
+pass); any other layout, or a line that is not JSON, is read item by item with ``json``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -80,32 +83,83 @@ def _items(text: str) -> list[tuple[int, object]]:
         index = end
 
 
+def _json_lines(text: str) -> list[tuple[int, str]] | None:
+    """(line, text) of each non-blank line when ``text`` looks like JSON lines (every such
+    line an object on its own), else None."""
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if len(lines) < 2 or not all(line.lstrip()[0] == "{" and line.rstrip()[-1] == "}"
+                                 for _, line in lines):  # fmt: skip
+        return None
+    return lines
+
+
+def _validated(
+    items: list[tuple[int, str]], progress: Progress | None
+) -> tuple[list[JobDefinition], list[JobFileError]] | None:
+    """JSON lines validated from their text (pydantic parses and validates in one pass),
+    or None when a line is not one JSON value after all."""
+    checked: list[tuple[int, JobDefinition | None, object]] = []
+    for done, (line, raw) in enumerate(items, 1):
+        if progress is not None and (done % PROGRESS_STEP == 0 or done == len(items)):
+            progress("validating", done, len(items))
+        try:
+            checked.append((line, JobDefinition.model_validate_json(raw), None))
+        except ValidationError as exc:
+            if any(error["type"] == "json_invalid" for error in exc.errors()):
+                return None  # e.g. an object over several lines: the general reader
+            checked.append((line, None, exc))
+        except SchedulerValidationError as exc:
+            checked.append((line, None, exc))
+    return _collect(
+        (line, json.loads(raw) if failed else None, job, failed)
+        for (line, job, failed), (_, raw) in zip(checked, items, strict=True)
+    )
+
+
 def parse_job_file(
     text: str, progress: Progress | None = None
 ) -> tuple[list[JobDefinition], list[JobFileError]]:
     """All jobs in ``text`` and every error found (both lists complete); ``progress`` hears
     of the ``validating`` stage."""
+    lines = _json_lines(text)
+    if lines is not None:
+        found = _validated(lines, progress)
+        if found is not None:
+            return found
     try:
         items = _items(text)
     except json.JSONDecodeError as exc:
         return [], [JobFileError(exc.lineno, "json", exc.msg)]
     if not items:
         return [], [JobFileError(1, "json", "no job definitions found")]
-    jobs: list[JobDefinition] = []
-    errors: list[JobFileError] = []
-    seen: dict[str, int] = {}
+    checked: list[tuple[int, object, JobDefinition | None, object]] = []
     for done, (line, value) in enumerate(items, 1):
         if progress is not None and (done % PROGRESS_STEP == 0 or done == len(items)):
             progress("validating", done, len(items))
         try:
-            job = JobDefinition.model_validate(value)
-        except ValidationError as exc:
+            checked.append((line, value, JobDefinition.model_validate(value), None))
+        except (ValidationError, SchedulerValidationError) as exc:
+            checked.append((line, value, None, exc))
+    return _collect(checked)
+
+
+def _collect(
+    checked: Iterable[tuple[int, object, JobDefinition | None, object]],
+) -> tuple[list[JobDefinition], list[JobFileError]]:
+    """The jobs and the errors of validated items: (line, value, job or None, its error);
+    a job defined twice is an error on its second line."""
+    jobs: list[JobDefinition] = []
+    errors: list[JobFileError] = []
+    seen: dict[str, int] = {}
+    for line, value, job, failed in checked:
+        if isinstance(failed, ValidationError):
             named = _job_named(value)
-            errors.extend(JobFileError(line, f, m, named) for f, m in field_errors(exc))
+            errors.extend(JobFileError(line, f, m, named) for f, m in field_errors(failed))
             continue
-        except SchedulerValidationError as exc:
-            errors.append(JobFileError(line, exc.field, exc.message, _job_named(value)))
+        if isinstance(failed, SchedulerValidationError):
+            errors.append(JobFileError(line, failed.field, failed.message, _job_named(value)))
             continue
+        assert job is not None
         key = job.key
         if key in seen:
             errors.append(JobFileError(line, "job_id", f"also defined on line {seen[key]}", key))

@@ -314,15 +314,18 @@ class JobDefinition(_Strict):
     def with_version(self, version: int) -> JobDefinition:
         return self.model_copy(update={"version": version})
 
-    def to_avro(self) -> dict[str, Any]:
-        """The record for ``JobDefinition.avsc`` (version must be set)."""
-        if self.version is None:
+    def to_avro(self, version: int | None = None) -> dict[str, Any]:
+        """The record for ``JobDefinition.avsc``, with ``version`` if given, else the job's
+        (one must be set)."""
+        if version is None:
+            version = self.version
+        if version is None:
             raise SchedulerValidationError("version", "must be set before the job is produced")
         s = self.schedule
         return {
             "tenant": self.tenant,
             "job_id": self.job_id,
-            "version": self.version,
+            "version": version,
             "schedule": {
                 "cron": s.cron,
                 "every_us": None if s.every is None else to_us(s.every),

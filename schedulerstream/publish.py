@@ -84,33 +84,48 @@ class Publisher:
         Every job is encoded and checked against the record limits before any is produced
         (``ValidationError`` names the job, the field and the limit). ``progress`` hears of
         the ``encoding`` and ``writing`` stages."""
-        stamped, records = self.encode_jobs(jobs, progress)
+        versions = self.put_many(jobs, timeout, progress)
+        return [
+            job if job.version == version else job.with_version(version)
+            for job, version in zip(jobs, versions, strict=True)
+        ]
+
+    def put_many(
+        self,
+        jobs: Sequence[JobDefinition],
+        timeout: float = 30.0,
+        progress: Progress | None = None,
+    ) -> list[int]:
+        """``put_jobs`` for a bulk load: the version each job was written with, and no
+        versioned copy of each job."""
+        versions, records = self.encode_jobs(jobs, progress)
         self._send(self.settings.topics.schedules, records, timeout, progress)
-        return stamped
+        return versions
 
     def encode_jobs(
         self, jobs: Sequence[JobDefinition], progress: Progress | None = None
-    ) -> tuple[list[JobDefinition], list[tuple[bytes, bytes | None]]]:
-        """The versioned jobs and the (key, value) records ``put_jobs`` produces for them,
-        each checked against the record limits."""
+    ) -> tuple[list[int], list[tuple[bytes, bytes | None]]]:
+        """The version of each job (its own, else now in µs plus its index) and the (key,
+        value) records ``put_jobs`` produces for them, each checked against the record
+        limits."""
         base = now_us()
-        stamped = [
-            job if job.version is not None else job.with_version(base + offset)
-            for offset, job in enumerate(jobs)
-        ]
         limits = self.settings.record_limits()
         encode = self.codec.encode
+        versions: list[int] = []
         records: list[tuple[bytes, bytes | None]] = []
-        for done, job in enumerate(stamped, 1):
-            if progress is not None and (done % PROGRESS_STEP == 0 or done == len(stamped)):
-                progress("encoding", done, len(stamped))
+        total = len(jobs)
+        for done, job in enumerate(jobs, 1):
+            if progress is not None and (done % PROGRESS_STEP == 0 or done == total):
+                progress("encoding", done, total)
+            version = job.version if job.version is not None else base + done - 1
             key = job.key
-            record = job.to_avro()
+            record = job.to_avro(version)
             value = encode("JobDefinition", record)
             payload = record["payload_json"]
             limits.check(key, len(value), 0 if payload is None else len(payload))
+            versions.append(version)
             records.append((key.encode(), value))
-        return stamped, records
+        return versions, records
 
     def delete_job(self, job_key: str, timeout: float = 30.0) -> None:
         split_job_key(job_key)

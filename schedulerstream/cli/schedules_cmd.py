@@ -10,7 +10,6 @@ import click
 
 from schedulerstream.errors import SchedulerStreamError, ValidationError
 from schedulerstream.jobfile import Progress, parse_job_file
-from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
 
@@ -82,14 +81,14 @@ def put(file: IO[str], progress: bool | None) -> None:
         click.echo("nothing was produced", err=True)
         sys.exit(2)
     if written:
-        click.echo("\n".join(f"{job.key} version {job.version}" for job in written))
+        click.echo("\n".join(f"{key} version {version}" for key, version in written))
 
 
 def put_text(
     publisher: Publisher, text: str, progress: Progress | None = None
-) -> tuple[list[JobDefinition], list[str]]:
-    """What ``put`` does with a job file's text: the jobs written, or why none was (every
-    error of the file, or the first job over a record limit)."""
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """What ``put`` does with a job file's text: (job key, version) of each job written, or
+    why none was (every error of the file, or the first job over a record limit)."""
     collecting = gc.isenabled()
     gc.disable()  # a bulk load adds live objects only: each collection would rescan them all
     try:
@@ -97,7 +96,8 @@ def put_text(
         if errors:
             return [], [str(error) for error in errors]
         try:
-            return publisher.put_jobs(jobs, progress=progress), []
+            versions = publisher.put_many(jobs, progress=progress)
+            return [(job.key, v) for job, v in zip(jobs, versions, strict=True)], []
         except ValidationError as exc:
             return [], [f"{exc.field}: {exc.message}"]
     finally:

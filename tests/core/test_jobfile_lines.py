@@ -80,3 +80,31 @@ def test_reading_ten_times_the_jobs_takes_about_ten_times_as_long() -> None:
     large_s = min(_cpu_seconds_to_read(large, 20_000) for _ in range(2))
     # linear: about 10x; recounting lines from the start of the text per item measured 73x
     assert large_s < 20 * small_s, f"2,000 jobs: {small_s:.3f} s, 20,000: {large_s:.3f} s"
+
+
+def test_json_lines_read_as_the_same_jobs_as_an_array_of_them() -> None:
+    jobs = [_job(n) for n in range(30)]
+    jobs[3] = _job(3, payload={"f": 1.5, "big": 2**62, "s": "é\u2603", "deep": [{"a": None}]})
+    jobs[4] = _job(4, schedule={"every": 90.5, "phase": 3}, retry={"max_attempts": 2})
+    jobs[5] = _job(5, schedule={"at": "2031-05-01T12:00:00+02:00"}, paused=True)
+    from_lines, line_errors = parse_job_file(_json_lines(jobs))
+    from_array, array_errors = parse_job_file(json.dumps(jobs, indent=1))
+    assert line_errors == array_errors == []
+    assert [j.model_dump() for j in from_lines] == [j.model_dump() for j in from_array]
+
+
+def test_a_broken_line_among_json_lines_is_named_by_its_line() -> None:
+    rows = [json.dumps(_job(n)) for n in range(10)]
+    rows[6] = rows[6][:-5] + "}"  # cut inside the payload: not JSON
+    _, errors = parse_job_file("\r\n".join(rows) + "\r\n\r\n")
+    [error] = errors
+    assert (error.line, error.field) == (7, "json")
+
+
+def test_json_lines_with_blank_lines_and_crlf_name_the_right_lines() -> None:
+    rows = [json.dumps(_job(n)) for n in range(5)]
+    rows[3] = json.dumps(_job(3, schedule={"every": -1}))
+    text = "\r\n".join([rows[0], "", rows[1], "  ", rows[2], rows[3], rows[4]]) + "\r\n"
+    jobs, errors = parse_job_file(text)
+    assert [(e.line, e.field, e.job) for e in errors] == [(6, "schedule.every", "t3/job-3")]
+    assert len(jobs) == 4
