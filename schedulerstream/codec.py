@@ -133,3 +133,42 @@ def freeze_history(schema_dir: Path = SCHEMA_DIR) -> list[Path]:
             path.write_text(to_parsing_canonical_form(event.parsed) + "\n")
             written.append(path)
     return written
+
+
+# -- Avro binary by hand, for the hot records (each writer checks itself against ``encode``) --
+def _varint(n: int) -> bytes:
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_SMALL = [_varint(n) for n in range(8192)]  # counts, lengths, small numbers
+_INSTANTS_LIMIT = 4096
+_instants: dict[int, bytes] = {}
+
+
+def long_bytes(n: int) -> bytes:
+    """An Avro long (or int): zigzag, then a little-endian base-128 varint."""
+    if 0 <= n < 8192:
+        return _SMALL[n]
+    return _varint(n)
+
+
+def instant_bytes(n: int) -> bytes:
+    """``long_bytes`` of an instant (remembered: the runs of a burst share their instants)."""
+    found = _instants.get(n)
+    if found is None:
+        if len(_instants) >= _INSTANTS_LIMIT:
+            _instants.clear()
+        found = _instants[n] = long_bytes(n)
+    return found
+
+
+def string_bytes(text: str) -> bytes:
+    """An Avro string: its UTF-8 length, then the bytes."""
+    data = text.encode()
+    return long_bytes(len(data)) + data

@@ -11,49 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from schedulerstream.codec import MARKER, Codec
+from schedulerstream.codec import MARKER, Codec, instant_bytes, long_bytes, string_bytes
 from schedulerstream.errors import CodecError
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
 _NULL = b"\x00"
 _EMPTY = b"\x00"  # an empty array (a zero block count)
-_INSTANTS_LIMIT = 4096
-_instants: dict[int, bytes] = {}
-
-
-def _varint(n: int) -> bytes:
-    z = ((n << 1) ^ (n >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_SMALL = [_varint(n) for n in range(8192)]  # counts, lengths, small numbers
-
-
-def long_bytes(n: int) -> bytes:
-    """An Avro long: zigzag, then a little-endian base-128 varint."""
-    if 0 <= n < 8192:
-        return _SMALL[n]
-    return _varint(n)
-
-
-def instant_bytes(n: int) -> bytes:
-    """``long_bytes`` of an instant (remembered: the runs of a burst share their instants)."""
-    found = _instants.get(n)
-    if found is None:
-        if len(_instants) >= _INSTANTS_LIMIT:
-            _instants.clear()
-        found = _instants[n] = long_bytes(n)
-    return found
-
-
-def string_bytes(text: str) -> bytes:
-    data = text.encode()
-    return long_bytes(len(data)) + data
 
 
 def _optional(n: int | None) -> bytes:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from schedulerstream.codec import SCHEMA_DIR, Codec, default_codec
-from schedulerstream.scheduler.records import FastRecords, long_bytes, run_parts
+from schedulerstream.codec import SCHEMA_DIR, Codec, default_codec, long_bytes
+from schedulerstream.scheduler.records import FastRecords, run_parts
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
 STATES = [
