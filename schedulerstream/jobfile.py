@@ -2,14 +2,15 @@
 
 Every item is validated before anything is produced; errors name the line and the field.
 JSON lines are validated from each line's text (pydantic-core parses and validates in one
-pass); any other layout, or a line that is not JSON, is read item by item with ``json``.
+pass), and each broken line is named; any other layout is read item by item with ``json``
+(the first JSON error ends the reading).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -84,8 +85,9 @@ def _items(text: str) -> list[tuple[int, object]]:
 
 
 def _json_lines(text: str) -> list[tuple[int, str]] | None:
-    """(line, text) of each non-blank line when ``text`` looks like JSON lines (every such
-    line an object on its own), else None."""
+    """(line, text) of each non-blank line when ``text`` is JSON lines (every such line
+    starts an object and ends it), else None. Such lines are independent: a value that went
+    on over a line break would need a line that starts with something else."""
     lines = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     if len(lines) < 2 or not all(line.lstrip()[0] == "{" and line.rstrip()[-1] == "}"
                                  for _, line in lines):  # fmt: skip
@@ -93,27 +95,69 @@ def _json_lines(text: str) -> list[tuple[int, str]] | None:
     return lines
 
 
-def _validated(
-    items: list[tuple[int, str]], progress: Progress | None
-) -> tuple[list[JobDefinition], list[JobFileError]] | None:
-    """JSON lines validated from their text (pydantic parses and validates in one pass),
-    or None when a line is not one JSON value after all."""
-    checked: list[tuple[int, JobDefinition | None, object]] = []
-    for done, (line, raw) in enumerate(items, 1):
+# (line, the job, []) or (line, None, what is wrong with the item)
+Checked = tuple[int, JobDefinition | None, list[JobFileError]]
+
+
+def _check_value(line: int, value: object) -> Checked:
+    try:
+        return line, JobDefinition.model_validate(value), []
+    except ValidationError as exc:
+        named = _job_named(value)
+        return line, None, [JobFileError(line, f, m, named) for f, m in field_errors(exc)]
+    except SchedulerValidationError as exc:
+        return line, None, [JobFileError(line, exc.field, exc.message, _job_named(value))]
+
+
+def _check_line(line: int, raw: str) -> Checked:
+    """One JSON line, parsed and validated by pydantic in one pass; the standard reader only
+    for a line that fails (for its message, and for what only it reads, such as NaN)."""
+    try:
+        return line, JobDefinition.model_validate_json(raw), []
+    except (ValidationError, SchedulerValidationError):
+        pass
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return line, None, [JobFileError(line, "json", exc.msg)]
+    return _check_value(line, value)
+
+
+def _checked(text: str, progress: Progress | None) -> Iterator[Checked]:
+    lines = _json_lines(text)
+    if lines is not None:
+        for done, (line, raw) in enumerate(lines, 1):
+            if progress is not None and (done % PROGRESS_STEP == 0 or done == len(lines)):
+                progress("validating", done, len(lines))
+            yield _check_line(line, raw)
+        return
+    try:
+        items = _items(text)
+    except json.JSONDecodeError as exc:
+        yield exc.lineno, None, [JobFileError(exc.lineno, "json", exc.msg)]
+        return
+    if not items:
+        yield 1, None, [JobFileError(1, "json", "no job definitions found")]
+    for done, (line, value) in enumerate(items, 1):
         if progress is not None and (done % PROGRESS_STEP == 0 or done == len(items)):
             progress("validating", done, len(items))
-        try:
-            checked.append((line, JobDefinition.model_validate_json(raw), None))
-        except ValidationError as exc:
-            if any(error["type"] == "json_invalid" for error in exc.errors()):
-                return None  # e.g. an object over several lines: the general reader
-            checked.append((line, None, exc))
-        except SchedulerValidationError as exc:
-            checked.append((line, None, exc))
-    return _collect(
-        (line, json.loads(raw) if failed else None, job, failed)
-        for (line, job, failed), (_, raw) in zip(checked, items, strict=True)
-    )
+        yield _check_value(line, value)
+
+
+def check_job_file(text: str, progress: Progress | None = None) -> Iterator[Checked]:
+    """Each item of ``text``, validated, in order (a job defined twice is an error on its
+    second line); ``progress`` hears of the ``validating`` stage. A caller that consumes the
+    jobs as they come keeps none of them alive."""
+    seen: dict[str, int] = {}
+    for line, job, errors in _checked(text, progress):
+        if job is not None:
+            key = job.key
+            if key in seen:
+                again = f"also defined on line {seen[key]}"
+                yield line, None, [JobFileError(line, "job_id", again, key)]
+                continue
+            seen[key] = line
+        yield line, job, errors
 
 
 def parse_job_file(
@@ -121,49 +165,10 @@ def parse_job_file(
 ) -> tuple[list[JobDefinition], list[JobFileError]]:
     """All jobs in ``text`` and every error found (both lists complete); ``progress`` hears
     of the ``validating`` stage."""
-    lines = _json_lines(text)
-    if lines is not None:
-        found = _validated(lines, progress)
-        if found is not None:
-            return found
-    try:
-        items = _items(text)
-    except json.JSONDecodeError as exc:
-        return [], [JobFileError(exc.lineno, "json", exc.msg)]
-    if not items:
-        return [], [JobFileError(1, "json", "no job definitions found")]
-    checked: list[tuple[int, object, JobDefinition | None, object]] = []
-    for done, (line, value) in enumerate(items, 1):
-        if progress is not None and (done % PROGRESS_STEP == 0 or done == len(items)):
-            progress("validating", done, len(items))
-        try:
-            checked.append((line, value, JobDefinition.model_validate(value), None))
-        except (ValidationError, SchedulerValidationError) as exc:
-            checked.append((line, value, None, exc))
-    return _collect(checked)
-
-
-def _collect(
-    checked: Iterable[tuple[int, object, JobDefinition | None, object]],
-) -> tuple[list[JobDefinition], list[JobFileError]]:
-    """The jobs and the errors of validated items: (line, value, job or None, its error);
-    a job defined twice is an error on its second line."""
     jobs: list[JobDefinition] = []
     errors: list[JobFileError] = []
-    seen: dict[str, int] = {}
-    for line, value, job, failed in checked:
-        if isinstance(failed, ValidationError):
-            named = _job_named(value)
-            errors.extend(JobFileError(line, f, m, named) for f, m in field_errors(failed))
-            continue
-        if isinstance(failed, SchedulerValidationError):
-            errors.append(JobFileError(line, failed.field, failed.message, _job_named(value)))
-            continue
-        assert job is not None
-        key = job.key
-        if key in seen:
-            errors.append(JobFileError(line, "job_id", f"also defined on line {seen[key]}", key))
-            continue
-        seen[key] = line
-        jobs.append(job)
+    for _, job, problems in check_job_file(text, progress):
+        if job is not None:
+            jobs.append(job)
+        errors.extend(problems)
     return jobs, errors

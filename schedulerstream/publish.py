@@ -14,6 +14,7 @@ from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ids import job_key_of_run, split_job_key
 from schedulerstream.jobfile import PROGRESS_STEP, Progress
 from schedulerstream.kafka.clients import producer_config
+from schedulerstream.limits import RecordLimits
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 
@@ -99,32 +100,38 @@ class Publisher:
         """``put_jobs`` for a bulk load: the version each job was written with, and no
         versioned copy of each job."""
         versions, records = self.encode_jobs(jobs, progress)
-        self._send(self.settings.topics.schedules, records, timeout, progress)
+        self.write_jobs(records, timeout, progress)
         return versions
+
+    def write_jobs(
+        self,
+        records: Sequence[tuple[bytes, bytes | None]],
+        timeout: float = 30.0,
+        progress: Progress | None = None,
+    ) -> None:
+        """Produce records made by ``JobEncoder`` and wait for every acknowledgement."""
+        self._send(self.settings.topics.schedules, records, timeout, progress)
+
+    def encoder(self) -> JobEncoder:
+        """Encodes jobs for ``write_jobs``: a missing version becomes now in µs plus the
+        job's index."""
+        return JobEncoder(self.codec, self.settings.record_limits(), now_us())
 
     def encode_jobs(
         self, jobs: Sequence[JobDefinition], progress: Progress | None = None
     ) -> tuple[list[int], list[tuple[bytes, bytes | None]]]:
-        """The version of each job (its own, else now in µs plus its index) and the (key,
-        value) records ``put_jobs`` produces for them, each checked against the record
-        limits."""
-        base = now_us()
-        limits = self.settings.record_limits()
-        encode = self.codec.encode
+        """The version of each job and the (key, value) records ``put_jobs`` produces for
+        them, each checked against the record limits."""
+        encoder = self.encoder()
         versions: list[int] = []
         records: list[tuple[bytes, bytes | None]] = []
         total = len(jobs)
         for done, job in enumerate(jobs, 1):
             if progress is not None and (done % PROGRESS_STEP == 0 or done == total):
                 progress("encoding", done, total)
-            version = job.version if job.version is not None else base + done - 1
-            key = job.key
-            record = job.to_avro(version)
-            value = encode("JobDefinition", record)
-            payload = record["payload_json"]
-            limits.check(key, len(value), 0 if payload is None else len(payload))
+            version, record = encoder.encode(job)
             versions.append(version)
-            records.append((key.encode(), value))
+            records.append(record)
         return versions, records
 
     def delete_job(self, job_key: str, timeout: float = 30.0) -> None:
@@ -149,3 +156,26 @@ class Publisher:
 
     def cancel_run(self, run_id: str, reason: str = "cancelled by request") -> None:
         self.command(job_key_of_run(run_id), "CancelRun", {"run_id": run_id, "reason": reason})
+
+
+class JobEncoder:
+    """A job's ``cron.schedules`` record, checked against the record limits
+    (``ValidationError`` names the job, the field and the limit)."""
+
+    def __init__(self, codec: Codec, limits: RecordLimits, base_version: int) -> None:
+        self._encode = codec.encode
+        self._limits = limits
+        self._next = base_version
+
+    def encode(self, job: JobDefinition) -> tuple[int, tuple[bytes, bytes | None]]:
+        """(the version it is written with, (key, value))."""
+        version = job.version
+        if version is None:
+            version = self._next
+        self._next += 1
+        key = job.key
+        record = job.to_avro(version)
+        value = self._encode("JobDefinition", record)
+        payload = record["payload_json"]
+        self._limits.check(key, len(value), 0 if payload is None else len(payload))
+        return version, (key.encode(), value)

@@ -9,7 +9,7 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from schedulerstream.errors import SchedulerStreamError, ValidationError
-from schedulerstream.jobfile import Progress, parse_job_file
+from schedulerstream.jobfile import Progress, check_job_file
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
 
@@ -88,18 +88,32 @@ def put_text(
     publisher: Publisher, text: str, progress: Progress | None = None
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """What ``put`` does with a job file's text: (job key, version) of each job written, or
-    why none was (every error of the file, or the first job over a record limit)."""
+    why none was (every error of the file, else the first job over a record limit).
+
+    Each job is encoded as soon as it is valid, so only its record stays in memory."""
     collecting = gc.isenabled()
     gc.disable()  # a bulk load adds live objects only: each collection would rescan them all
     try:
-        jobs, errors = parse_job_file(text, progress)
-        if errors:
-            return [], [str(error) for error in errors]
-        try:
-            versions = publisher.put_many(jobs, progress=progress)
-            return [(job.key, v) for job, v in zip(jobs, versions, strict=True)], []
-        except ValidationError as exc:
-            return [], [f"{exc.field}: {exc.message}"]
+        encoder = publisher.encoder()
+        written: list[tuple[str, int]] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        errors: list[str] = []
+        over: str | None = None  # the first job over a record limit
+        for _, job, problems in check_job_file(text, progress):
+            errors.extend(str(problem) for problem in problems)
+            if job is None or errors or over is not None:
+                continue
+            try:
+                version, record = encoder.encode(job)
+            except ValidationError as exc:
+                over = f"{exc.field}: {exc.message}"
+                continue
+            written.append((job.key, version))
+            records.append(record)
+        if errors or over is not None:
+            return [], errors or [str(over)]
+        publisher.write_jobs(records, progress=progress)
+        return written, []
     finally:
         gc.freeze()  # and so would the first one after: what the load built is left out
         if collecting:

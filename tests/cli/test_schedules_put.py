@@ -63,7 +63,7 @@ def test_progress_lines_go_to_stderr_and_stdout_holds_only_the_jobs(
     _assert_job_lines(result.stdout, JOBS)
     assert result.stderr.splitlines() == [
         f"{stage}: {done:,} of {JOBS:,} jobs"
-        for stage in ("validating", "encoding", "writing")
+        for stage in ("validating", "writing")  # each job is encoded once it is valid
         for done in (1000, 2000, JOBS)
     ]
     assert _written_keys(topo) == sorted(f"t{n % 3}/job-{n}" for n in range(JOBS))
@@ -107,7 +107,7 @@ def test_a_terminal_gets_bars_on_stderr_and_stdout_stays_clean(
     os.close(terminal)
     assert proc.returncode == 0, shown
     _assert_job_lines(stdout.decode(), JOBS)
-    for stage in ("validating", "encoding", "writing"):
+    for stage in ("validating", "writing"):
         assert f"{stage:10}  [{'#' * 36}]  100%" in shown, shown
 
 
@@ -125,4 +125,26 @@ def test_an_invalid_job_on_line_k_is_named_and_nothing_is_produced(
         "host (job t2/job-1733)"
     ) in result.stderr.splitlines()
     assert result.stderr.splitlines()[-1] == "nothing was produced"
+    assert _written_keys(topo) == []
+
+
+def test_a_job_over_the_payload_limit_is_named_and_nothing_is_produced(
+    topo: Settings, tmp_path: Path
+) -> None:
+    jobs = [_job(n) for n in range(JOBS)]
+    jobs[900] = _job(900, payload={"blob": "x" * 2_000})
+    path = _file(tmp_path, jobs)
+    env = settings_env(topo, max_payload_bytes=1_000)
+    result = CliRunner().invoke(schedules, ["put", str(path)], env=env)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "error: payload: t0/job-900: the payload is 2,012 bytes of JSON; the limit is 1,000 "
+        "(SCHEDULERSTREAM_MAX_PAYLOAD_BYTES)",
+        "nothing was produced",
+    ]
+    jobs[2_000] = _job(2_000, schedule={"every": -1})  # the file's own errors come first
+    path = _file(tmp_path, jobs)
+    result = CliRunner().invoke(schedules, ["put", str(path)], env=env)
+    assert result.stderr.splitlines()[0].startswith("error: line 2001: schedule.every: ")
+    assert len(result.stderr.splitlines()) == 2
     assert _written_keys(topo) == []

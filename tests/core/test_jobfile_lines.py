@@ -108,3 +108,14 @@ def test_json_lines_with_blank_lines_and_crlf_name_the_right_lines() -> None:
     jobs, errors = parse_job_file(text)
     assert [(e.line, e.field, e.job) for e in errors] == [(6, "schedule.every", "t3/job-3")]
     assert len(jobs) == 4
+
+
+def test_every_broken_line_of_json_lines_is_named_beside_the_invalid_jobs() -> None:
+    rows = [json.dumps(_job(n)) for n in range(10)]
+    rows[2] = rows[2].replace('"job_id"', '"job_id" "x"')  # not JSON
+    rows[5] = json.dumps(_job(5, schedule={"every": -1}))
+    rows[8] = '{"tenant": "t1", "job_id": "j", "n": NaN}'  # JSON to json.loads only
+    _, errors = parse_job_file("\n".join(rows))
+    assert [(e.line, e.field) for e in errors[:2]] == [(3, "json"), (6, "schedule.every")]
+    assert {e.line for e in errors[2:]} == {9}
+    assert all(e.job == "t1/j" for e in errors[2:])
