@@ -11,6 +11,7 @@ from schedulerstream.errors import ConfigError, SchedulerStreamError
 from schedulerstream.kafka.access import check_access
 from schedulerstream.logs import configure_logging
 from schedulerstream.runtime import install_signal_handlers
+from schedulerstream.runtime.shutdown import STOP_DEADLINE_S
 from schedulerstream.settings import load_settings
 from schedulerstream.worker.app import WorkerApp
 from schedulerstream.worker.runner import WorkerRunner
@@ -53,5 +54,5 @@ def worker(pool: str, app_spec: str, concurrency: int, drain: float) -> None:
         raise click.ClickException(str(exc)) from exc
     runner = WorkerRunner(settings, app, pool, concurrency=concurrency,
                           drain_s=drain)  # fmt: skip
-    install_signal_handlers(runner)
+    install_signal_handlers(runner, deadline_s=drain + STOP_DEADLINE_S)  # drain, then stop
     runner.run()
