@@ -53,8 +53,33 @@ def bench_broker(wipe: bool = False) -> Settings:
 
 
 def broker_pid() -> int | None:
-    """The bench broker's pid when this data dir started it (None for a foreign broker)."""
-    return LocalBroker(bench_settings()).recorded_pid()
+    """The bench broker's pid: the one this data dir started, else the process listening on
+    the bench port (a broker another checkout's bench started), else None."""
+    recorded = LocalBroker(bench_settings()).recorded_pid()
+    if recorded is not None:
+        return recorded
+    return listening_pid(int(BENCH_BOOTSTRAP.rsplit(":", 1)[1]))
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of a process with a TCP socket listening on ``port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                return int(fd_dir.parent.name)
+        except OSError:  # gone, or not ours to read
+            continue
+    return None
 
 
 def fresh(
