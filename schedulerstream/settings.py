@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # an HTTP/SQS run due within this many ms starts (is committed) ahead and the delivery loop
     # sends it at its due time, so the due instant waits for no tick and no commit (0: at due;
     # at most a quarter of the session timeout)
-    dispatch_arm_ms: int = Field(default=100, ge=0, le=1000)
+    dispatch_arm_ms: int = Field(default=300, ge=0, le=1000)
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
