@@ -35,7 +35,7 @@ from schedulerstream.contracts.policies import (
 )
 from schedulerstream.durations import parse_duration, to_us
 from schedulerstream.errors import ValidationError as SchedulerValidationError
-from schedulerstream.ids import ID_PATTERN, job_key
+from schedulerstream.ids import ID_PATTERN
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Identifier = Annotated[str, Field(pattern=ID_PATTERN.pattern)]
@@ -309,7 +309,7 @@ class JobDefinition(_Strict):
 
     @property
     def key(self) -> str:
-        return job_key(self.tenant, self.job_id)
+        return f"{self.tenant}/{self.job_id}"  # both validated as identifiers (frozen)
 
     def with_version(self, version: int) -> JobDefinition:
         return self.model_copy(update={"version": version})

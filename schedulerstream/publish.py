@@ -9,7 +9,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from schedulerstream.codec import Codec, default_codec
+from schedulerstream.avro_writer import compile_writer
+from schedulerstream.codec import MARKER, Codec, default_codec
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.ids import job_key_of_run, split_job_key
 from schedulerstream.jobfile import PROGRESS_STEP, Progress
@@ -160,12 +161,22 @@ class Publisher:
 
 class JobEncoder:
     """A job's ``cron.schedules`` record, checked against the record limits
-    (``ValidationError`` names the job, the field and the limit)."""
+    (``ValidationError`` names the job, the field and the limit).
+
+    Records are written by a writer compiled from the schema (``avro_writer``), checked
+    against ``Codec.encode`` on the first job and every ``CHECK_EVERY``-th after; on a
+    difference, or a value the writer refuses, the codec writes them."""
+
+    CHECK_EVERY = 1024
 
     def __init__(self, codec: Codec, limits: RecordLimits, base_version: int) -> None:
-        self._encode = codec.encode
+        self._codec = codec
         self._limits = limits
         self._next = base_version
+        schema = codec.current["JobDefinition"]
+        self._header = MARKER + schema.fingerprint
+        self._write = compile_writer(schema.parsed)
+        self._count = 0
 
     def encode(self, job: JobDefinition) -> tuple[int, tuple[bytes, bytes | None]]:
         """(the version it is written with, (key, value))."""
@@ -175,7 +186,23 @@ class JobEncoder:
         self._next += 1
         key = job.key
         record = job.to_avro(version)
-        value = self._encode("JobDefinition", record)
+        value = self._value(record)
         payload = record["payload_json"]
         self._limits.check(key, len(value), 0 if payload is None else len(payload))
         return version, (key.encode(), value)
+
+    def _value(self, record: dict[str, Any]) -> bytes:
+        write = self._write
+        if write is not None:
+            try:
+                value = self._header + write(record)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                return self._codec.encode("JobDefinition", record)
+            self._count += 1
+            if self._count % self.CHECK_EVERY != 1:
+                return value
+            expected = self._codec.encode("JobDefinition", record)
+            if value != expected:
+                self._write = None  # this schema is not written alike: the codec writes all
+            return expected
+        return self._codec.encode("JobDefinition", record)

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent / "schedulerstream"
 CORE = frozenset(
     {
         "__init__",
+        "avro_writer",
         "client_properties",
         "clock",
         "codec",
