@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schedulerstream.codec import long_bytes, string_bytes
+from schedulerstream.errors import CodecError
 
 Write = Callable[[Any, list[bytes]], None]  # appends the value's encoding to the list
 _MISSING = object()
@@ -23,7 +24,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
-class Unsupported(Exception):
+class Unsupported(CodecError):
     """The schema uses a feature these writers do not compile."""
 
 
