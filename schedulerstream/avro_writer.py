@@ -1,6 +1,6 @@
 """Avro binary writers compiled from a parsed schema: the same bytes as fastavro's
-``schemaless_writer``, in a tree of closures built once per schema instead of a schema walk
-per record.
+``schemaless_writer``, from code built once per schema instead of a schema walk per record (a
+record's fields are written by one generated function, other types by closures).
 
 Supports what our schemas use: records, unions (a named branch as fastavro's ``(name, value)``
 tuple), arrays, maps, enums and the primitive types. ``compile_writer`` returns None for a
@@ -70,21 +70,102 @@ def _compile(schema: Any, named: dict[str, Write]) -> Write:
 
 
 def _record(schema: dict[str, Any], named: dict[str, Write]) -> Write:
-    fields: list[tuple[str, Write, Any]] = []
-
-    def write(value: Any, out: list[bytes]) -> None:
-        get = value.get
-        for name, field_write, default in fields:
-            item = get(name, default)
-            if item is _MISSING:
-                raise KeyError(f"no value for field {name!r}")
-            field_write(item, out)
-
-    named[schema["name"]] = write  # before the fields: they may refer to it
-    for field in schema["fields"]:
-        fields.append((field["name"], _compile(field["type"], named),
-                       field.get("default", _MISSING)))  # fmt: skip
+    trampoline: list[Write] = []
+    named[schema["name"]] = lambda value, out: trampoline[0](value, out)  # for recursion
+    write = _generate(schema, named)
+    trampoline.append(write)
+    named[schema["name"]] = write
     return write
+
+
+def _generate(schema: dict[str, Any], named: dict[str, Write]) -> Write:
+    """A record's writer as one generated function: its fields, and those of the records
+    nested in it, written in line; the other types through their compiled writers."""
+    source = _RecordSource(named)
+    lines = ["def write(v0, out):", "    a = out.append"]
+    source.fields(schema, "v0", lines, "    ")
+    namespace: dict[str, Any] = dict(source.env)
+    exec("\n".join(lines), namespace)
+    write: Write = namespace["write"]
+    return write
+
+
+class _RecordSource:
+    """Python source that writes a record's fields (``fields``), and what it refers to."""
+
+    def __init__(self, named: dict[str, Write]) -> None:
+        self.named = named
+        self.env: dict[str, Any] = {
+            "L": _remembered_long, "S": string_bytes, "LMIN": _LONG_MIN, "LMAX": _LONG_MAX,
+            "_over": _over,
+        }  # fmt: skip
+        self._count = 0
+
+    def _name(self, prefix: str, value: Any) -> str:
+        self._count += 1
+        name = f"{prefix}{self._count}"
+        self.env[name] = value
+        return name
+
+    def fields(self, schema: dict[str, Any], var: str, lines: list[str], pad: str) -> None:
+        for field in schema["fields"]:
+            name = field["name"]
+            if "default" in field:
+                default = self._name("d", field["default"])
+                lines.append(f"{pad}x = {var}.get({name!r}, {default})")
+            else:
+                lines.append(f"{pad}x = {var}[{name!r}]")
+            self.value(field["type"], lines, pad)
+
+    def value(self, kind: Any, lines: list[str], pad: str) -> None:
+        """Write ``x`` of type ``kind``."""
+        if kind == "string":
+            lines.append(f"{pad}a(S(x))")
+        elif kind == "long":
+            lines.append(f"{pad}a(L(x) if LMIN <= x <= LMAX else _over(x))")
+        elif kind == "boolean":
+            lines.append(f'{pad}a(b"\\x01" if x else b"\\x00")')
+        elif isinstance(kind, dict) and kind.get("type") == "record" and "logicalType" not in kind:
+            self.nested(kind, lines, pad)
+        elif isinstance(kind, list) and len(kind) == 2 and kind[0] == "null":
+            other = kind[1]
+            named = other.get("name") if isinstance(other, dict) else other
+            lines.append(f"{pad}if x is None:")
+            lines.append(f'{pad}    a(b"\\x00")')
+            lines.append(f"{pad}else:")
+            if isinstance(other, dict) and other.get("type") == "record":
+                lines.append(f"{pad}    if type(x) is tuple and len(x) == 2 and x[0] == {named!r}:")
+                lines.append(f"{pad}        x = x[1]")
+            lines.append(f'{pad}    a(b"\\x02")')
+            self.value(other, lines, pad + "    ")
+        else:
+            write = self._name("w", _compile(kind, self.named))
+            lines.append(f"{pad}{write}(x, out)")
+
+    def nested(self, schema: dict[str, Any], lines: list[str], pad: str) -> None:
+        var = f"v{self._count + 1}"
+        self._count += 1
+        lines.append(f"{pad}{var} = x")
+        self.named[schema["name"]] = _generate(schema, self.named)  # for later references
+        self.fields(schema, var, lines, pad)
+
+
+_LONGS: dict[int, bytes] = {}  # the longs past long_bytes' table written lately
+
+
+def _remembered_long(n: int) -> bytes:
+    """``long_bytes``, remembered: durations and limits repeat from one record to the next
+    (a long past 8,192 takes a Python loop of up to ten steps)."""
+    found = _LONGS.get(n)
+    if found is None:
+        if len(_LONGS) >= 4096:
+            _LONGS.clear()
+        found = _LONGS[n] = long_bytes(n)
+    return found
+
+
+def _over(value: int) -> bytes:
+    raise ValueError(f"{value} does not fit a long")
 
 
 def _enum(schema: dict[str, Any], named: dict[str, Write]) -> Write:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from fastavro import parse_schema, schemaless_writer
 
 from schedulerstream.avro_writer import compile_writer
 from schedulerstream.codec import EVENT_TYPES, MARKER, default_codec
@@ -82,3 +84,25 @@ def test_the_job_encoder_checks_its_writer_and_falls_back_to_the_codec() -> None
     assert encoder._write is None  # and the codec writes every later one
     _, (_, second) = encoder.encode(JOB)
     assert second == first
+
+
+def test_a_recursive_record_and_a_record_named_again_later_are_written_alike() -> None:
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "inner", "type": {"type": "record", "name": "Inner",
+                                       "fields": [{"name": "s", "type": "string"}]}},
+            {"name": "again", "type": ["null", "Inner"], "default": None},
+            {"name": "next", "type": ["null", "Node"], "default": None},
+        ],
+    }  # fmt: skip
+    parsed = parse_schema(node)
+    value = {"n": 1 << 40, "inner": {"s": "a"}, "again": {"s": "é"},
+             "next": {"n": -3, "inner": {"s": ""}, "next": None}}  # fmt: skip
+    expected = io.BytesIO()
+    schemaless_writer(expected, parsed, value)
+    write = compile_writer(parsed)
+    assert write is not None
+    assert write(value) == expected.getvalue()
