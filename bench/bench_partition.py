@@ -61,6 +61,22 @@ def _running_after(proc: ProcessorProcess, count: int, timeout: float) -> tuple[
     return at, records, kind
 
 
+def _caught_up(
+    newcomer: ProcessorProcess, owner: ProcessorProcess, timeout: float
+) -> tuple[ProcessorProcess, ProcessorProcess]:
+    """(standby, owner) once a member's standby has caught up. The group may give the
+    partition to the newcomer and make the old owner its standby."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for standby, active in ((newcomer, owner), (owner, newcomer)):
+            if "standby 0 caught up" in standby.log():
+                return standby, active
+            if not standby.alive():
+                raise AssertionError(f"{standby.log_path} exited early")
+        time.sleep(0.2)
+    raise AssertionError(f"no standby caught up within {timeout:g} s")
+
+
 def measure(base: Settings, jobs: int = 400_000) -> dict[str, Any]:
     settings = fresh(base, partitions=1)
     log_dir = Path(settings.data_dir) / "logs"
@@ -112,12 +128,14 @@ def measure(base: Settings, jobs: int = 400_000) -> dict[str, Any]:
         result["partition_cold_restore_records"] = records
         result["partition_restore_jobs_per_s"] = round(jobs / max(at - started_at, 1e-3))
         progress("one partition: a standby catches up, then the owner is killed")
-        standby = _member(settings, "standby", log_dir)
-        procs.append(standby)
-        standby.wait_for_log("standby 0 caught up", timeout=1800)
+        newcomer = _member(settings, "standby", log_dir)
+        procs.append(newcomer)
+        standby, owner = _caught_up(newcomer, cold, 1800)
+        result["partition_moved_to_newcomer"] = standby is cold
+        running = standby.running_tasks()
         killed = time.time()
-        cold.kill()
-        at, records, kind = _running_after(standby, 1, 600)
+        owner.kill()
+        at, records, kind = _running_after(standby, running + 1, 600)
         result["partition_takeover_s"] = round(at - killed, 2)
         result["partition_takeover_restored_records"] = records
         result["partition_takeover_restore"] = kind
