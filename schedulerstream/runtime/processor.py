@@ -85,6 +85,7 @@ class Processor:
         self._restore_chunk = restore_chunk
         self._timeout_s = timeout_s
         self._tick_s = settings.tick_ms / 1000
+        self._punctuations = 0  # ticks so far: each starts from another task
         self._commit_s = settings.commit_interval_ms / 1000
         copartitioned = len(self.input_topics) > 1
         # a short fetch long-poll: group requests (committed offsets) share its connection
@@ -402,9 +403,17 @@ class Processor:
             self.committer.dirty = True
 
     def _punctuate(self) -> None:
+        """Punctuate every running task, from a different one each tick: the first takes
+        what the process shares (the dispatcher's limits), so a fixed order would let the
+        first partitions' backlog starve the last ones."""
         now_us = self.clock.now_us()
+        tasks = list(self._tasks.values())
+        if tasks:
+            first = self._punctuations % len(tasks)
+            tasks = tasks[first:] + tasks[:first]
+        self._punctuations += 1
         try:
-            for task in list(self._tasks.values()):
+            for task in tasks:
                 if task.state is TaskState.RUNNING:
                     self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
                 # A long round (a burst due on many partitions) commits as it goes, so

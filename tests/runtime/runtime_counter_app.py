@@ -41,6 +41,7 @@ class CounterTopology(Topology):
         self.instance = settings.instance_id.encode()
         self.delay_s = delay_ms / 1000
         self.punctuations = 0
+        self.punctuated: list[int] = []  # the partition of each punctuate call, in order
         self.running: list[int] = []
         self.stopped: list[int] = []
         self.metrics: dict[str, float] = {}  # the processor's, for the "life" header
@@ -85,6 +86,7 @@ class CounterTopology(Topology):
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         self.punctuations += 1
+        self.punctuated.append(ctx.partition)
         for key, _ in ctx.store.prefix(b"pending/"):
             job = key[len(b"pending/") :]
             ctx.produce(self.out, job, b"later", ctx.partition, self._headers())

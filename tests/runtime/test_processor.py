@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import struct
 
@@ -253,5 +254,21 @@ def test_a_big_restore_runs_in_chunks_while_other_tasks_process(
         assert task.restore.records == 30_000 and task.restore.rate > 0
         store = task.require_store()
         assert sum(1 for _ in store.prefix(b"idx/")) == 30_000  # derived index rebuilt
+    finally:
+        proc.close()
+
+
+def test_each_tick_punctuates_every_task_from_another_one(counter_settings: Settings) -> None:
+    proc, topology = make(counter_settings)
+    try:
+        drive([proc], lambda: all_running(proc))
+        topology.punctuated.clear()
+        drive([proc], lambda: len(topology.punctuated) >= 4 * 9)
+        rounds = [topology.punctuated[i : i + 4] for i in range(0, 4 * 8, 4)]
+        firsts = [r[0] for r in rounds]
+        for r in rounds:
+            assert sorted(r) == [0, 1, 2, 3]  # every task, once a tick
+        assert set(firsts) == {0, 1, 2, 3}  # no partition is always served first
+        assert all(a != b for a, b in itertools.pairwise(firsts))
     finally:
         proc.close()
