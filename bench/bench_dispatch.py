@@ -283,6 +283,7 @@ def drain(
         dispatchers = Dispatchers(settings, log_dir, processes)
         dispatchers.wait_ready()
         pids = dispatchers.member_pids()
+        pids += [child for pid in pids for child in children(pid)]  # delivery processes
         assert receiver.process is not None
         meter = CpuMeter(_ours(*pids, receiver.process.pid), f"dispatch x{processes}")
         spy = spy_out = None
@@ -390,8 +391,14 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=2, help="the group's drain too (1: one process only)"
     )
+    parser.add_argument(
+        "--delivery", choices=("thread", "process"), default=None,
+        help="DISPATCH_DELIVERY of the dispatchers (default: the setting's default)",
+    )  # fmt: skip
     args = parser.parse_args()
     base = bench_broker()
+    if args.delivery is not None:
+        base = base.model_copy(update={"dispatch_delivery": args.delivery})
     log_dir = RESULTS / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
     found = measure(base, log_dir, args.runs, args.tenants, args.profile, args.processes)

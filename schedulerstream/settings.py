@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     # sends it at its due time, so the due instant waits for no tick and no commit (0: at due;
     # at most a quarter of the session timeout)
     dispatch_arm_ms: int = Field(default=300, ge=0, le=1000)
+    # where HTTP/SQS attempts are sent from: "thread" (an event loop beside the processor's,
+    # sharing its GIL) or "process" (a child process of the dispatcher: a core of its own)
+    dispatch_delivery: str = "thread"
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
@@ -86,6 +89,13 @@ class Settings(BaseSettings):
     def _known_protocol(cls, value: str) -> str:
         if value not in ("consumer", "classic"):
             raise ValueError("must be 'consumer' (KIP-848) or 'classic' (cooperative-sticky)")
+        return value
+
+    @field_validator("dispatch_delivery")
+    @classmethod
+    def _known_delivery(cls, value: str) -> str:
+        if value not in ("thread", "process"):
+            raise ValueError("must be 'thread' or 'process'")
         return value
 
     def record_limits(self) -> RecordLimits:

@@ -50,6 +50,36 @@ class Gate(Protocol):
     def tenant_concurrency_of(self, tenant: str) -> int: ...
 
 
+class Deliveries(Protocol):
+    """Where the dispatcher's HTTP and SQS attempts run: ``Executor`` (a thread of this
+    process) or ``DeliveryProcess`` (a child process); one processor thread calls it."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def set_gate(self, gate: Gate, ttl_s: float) -> None: ...
+
+    def submit(self, partition: int, tenant: str, delivery: Delivery, target: Sender[Any],
+               config: Any, host: str | None = None, delay_s: float = 0.0,
+               committed_at: float | None = None) -> None: ...  # fmt: skip
+
+    def flush(self) -> None: ...
+
+    def cancel(self, partition: int, run_id: str, attempt: int) -> bool: ...
+
+    def running(self, partition: int, run_id: str, attempt: int) -> bool: ...
+
+    def hold(self, partition: int) -> None: ...
+
+    def cancel_partition(self, partition: int) -> int: ...
+
+    def drain(self) -> list[Completion]: ...
+
+    def call(self, factory: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """How one submitted attempt ended; ``outcome`` is None when it was cancelled."""
@@ -70,10 +100,20 @@ class Executor:
     not per attempt).
     """
 
-    def __init__(self, grace_s: float = GRACE_S) -> None:
+    def __init__(
+        self,
+        grace_s: float = GRACE_S,
+        *,
+        thread: bool = True,
+        on_complete: Callable[[Completion], None] | None = None,
+    ) -> None:
+        """``thread=False``: the caller runs the loop (``run``) and submits from it (the
+        delivery process); ``on_complete`` (loop thread) then takes each completion instead
+        of ``drain``."""
         self._grace_s = grace_s
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="dispatch-loop", daemon=True)
+        self._thread = threading.Thread(target=self.run, name="dispatch-loop", daemon=True)
+        self._on_complete = on_complete
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
         self._submitted: collections.deque[_Submission] = collections.deque()
         self._wake_pending = False
@@ -92,14 +132,20 @@ class Executor:
         self._armed_seq = itertools.count()
         self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
         self._arm_timer_at = 0.0
-        self._thread.start()
+        if thread:
+            self._thread.start()
 
     def set_gate(self, gate: Gate, ttl_s: float) -> None:
         """Hold to ``gate``'s limits; a start waits at most ``ttl_s`` for a slot."""
         self._gate = gate
         self._ttl_s = ttl_s
 
-    def _run(self) -> None:
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def run(self) -> None:
+        """Run the loop on this thread until it is stopped (``thread=False``)."""
         asyncio.set_event_loop(self._loop)
         self._loop.run_forever()
 
@@ -116,18 +162,25 @@ class Executor:
         config: Any,
         host: str | None = None,
         delay_s: float = 0.0,
+        committed_at: float | None = None,
     ) -> None:
         """Start one attempt of ``delivery`` with ``target`` (configured by ``config``), not
-        before ``delay_s`` from now."""
+        before ``delay_s`` from now; its time to live counts from ``committed_at``
+        (``time.monotonic``, when its start committed; default: when the loop takes it)."""
         key = (partition, delivery.run_id, delivery.attempt)
         self._live.add(key)
         item = _Submission(key, tenant, host, delivery, target, config)
-        if delay_s > 0:  # the loop's clock is time.monotonic (asyncio's default loop)
+        if committed_at is not None:  # the loop's clock is time.monotonic (the default loop)
+            item.arrived = committed_at
+        if delay_s > 0:
             item.send_at = time.monotonic() + delay_s
         self._submitted.append(item)
         if not self._wake_pending:
             self._wake_pending = True
             self._loop.call_soon_threadsafe(self._launch)
+
+    def flush(self) -> None:
+        """Nothing to send: ``submit`` hands each attempt to the loop at once."""
 
     def _launch(self) -> None:
         """(loop thread) Start every queued submission."""
@@ -135,7 +188,7 @@ class Executor:
         now = self._loop.time()
         while self._submitted:
             item = self._submitted.popleft()
-            item.arrived = now
+            item.arrived = item.arrived or now
             if item.send_at > now:
                 heapq.heappush(self._armed, (item.send_at, next(self._armed_seq), item))
             else:
@@ -202,7 +255,12 @@ class Executor:
 
     def _complete(self, item: _Submission, outcome: Outcome | None) -> None:
         partition, run_id, attempt = item.key
-        self._done.put(Completion(partition, item.tenant, run_id, attempt, outcome, item.host))
+        completion = Completion(partition, item.tenant, run_id, attempt, outcome, item.host)
+        if self._on_complete is None:
+            self._done.put(completion)
+            return
+        self._live.discard(item.key)  # one thread: nobody drains
+        self._on_complete(completion)
 
     def _sweep(self) -> None:
         """(loop thread) Cut the attempts past their deadline plus the grace period."""
@@ -330,7 +388,7 @@ class _Submission:
     delivery: Delivery
     target: Sender[Any]
     config: Any
-    arrived: float = 0.0  # loop time it reached the loop (its start was just committed)
+    arrived: float = 0.0  # loop time its start committed (or it reached the loop)
     send_at: float = 0.0  # armed: loop time before which it is not sent
 
 

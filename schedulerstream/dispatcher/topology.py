@@ -28,6 +28,7 @@ replaced or expired attempt gets a cancel record on the same work topic.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +38,8 @@ from confluent_kafka.admin import AdminClient
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
-from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.delivery_process import DeliveryProcess
+from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
@@ -84,7 +86,7 @@ class DispatcherTopology(Topology):
         self,
         settings: Settings,
         codec: Codec | None = None,
-        executor: Executor | None = None,
+        executor: Deliveries | None = None,
         tenants: TenantPolicy | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -116,7 +118,7 @@ class DispatcherTopology(Topology):
             weights=self.tenants.weights,
             arm_us=round(min(settings.dispatch_arm_ms, ttl_ms / 2) * 1000),
         )
-        self.executor = executor or Executor()
+        self.executor = executor or _deliveries(settings)
         self.executor.set_gate(self.limits, ttl_ms / 1000)
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
         self.http = HttpSender.from_settings(settings)
@@ -233,12 +235,15 @@ class DispatcherTopology(Topology):
         except those of a partition being revoked (``on_stopped`` drops them)."""
         self._applied.clear()
         now = self.clock.now_us()
+        committed = time.monotonic()
         for partition in [p for p in self._unsent if p not in self._revoking]:
             for start in self._unsent.pop(partition):
                 target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
                 self.executor.submit(start.partition, start.tenant, start.delivery, target,
                                      start.target, start.host,
-                                     (start.at_us - now) / 1e6 if start.at_us else 0.0)  # fmt: skip
+                                     (start.at_us - now) / 1e6 if start.at_us else 0.0,
+                                     committed)  # fmt: skip
+        self.executor.flush()
 
     def on_revoking(self, partition: int) -> None:
         """Send nothing more of ``partition``: its next owner re-dispatches what was started
@@ -406,3 +411,10 @@ class DispatcherTopology(Topology):
 
     def _check_partition(self, ctx: TaskContext, job_key: str) -> None:
         check_home_partition(job_key, ctx.partition, self.settings.partitions)
+
+
+def _deliveries(settings: Settings) -> Deliveries:
+    """The delivery loop ``settings.dispatch_delivery`` asks for."""
+    if settings.dispatch_delivery == "process":
+        return DeliveryProcess(allow_private=settings.allow_private_targets)
+    return Executor()

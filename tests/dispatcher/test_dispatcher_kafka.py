@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -47,10 +48,31 @@ def events_of(topo: Settings, rid: str, last: str, timeout: float = 30) -> list[
     return result
 
 
+def delivery_children(pid: int) -> list[int]:
+    """The delivery processes (``DISPATCH_DELIVERY=process``) of dispatcher ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[1]) == pid and fields[0] != "Z" and b"delivery_process" in command:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_a_webhook_is_delivered_once_with_a_valid_signature(
-    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
-) -> None:
-    dispatcher()
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs,
+    delivery: str,
+) -> None:  # fmt: skip
+    proc = dispatcher(dispatch_delivery=delivery)
+    assert proc.process is not None
+    children = delivery_children(proc.process.pid)
+    assert len(children) == (1 if delivery == "process" else 0)
     definition = job("acme", "hello", receiver.url("/ok"), target={"secret": SECRET})
     rid = runs.trigger(definition, now_us())
     runs.flush()
@@ -62,6 +84,8 @@ def test_a_webhook_is_delivered_once_with_a_valid_signature(
         SECRET, rid, headers["webhook-timestamp"], raw
     )
     assert body(request)["attempt"] == 1 and body(request)["payload"] == {"job": "hello"}
+    assert proc.stop() == 0
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # stopped with it
 
 
 def test_5xx_then_success_retries_with_the_same_webhook_id_and_new_attempts(
@@ -136,10 +160,12 @@ def test_forbid_skips_a_run_while_the_previous_one_is_still_running(
     assert len(receiver.requests(second)) == 0
 
 
+@pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_kill_9_with_attempts_in_flight_delivers_every_run_at_least_once(
-    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
-) -> None:
-    proc = dispatcher()
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs,
+    delivery: str,
+) -> None:  # fmt: skip
+    proc = dispatcher(dispatch_delivery=delivery)
     count = 120
     definitions = [job("acme", f"k{i}", receiver.url("/slow/1500")) for i in range(count)]
     t0 = now_us()
@@ -148,7 +174,7 @@ def test_kill_9_with_attempts_in_flight_delivers_every_run_at_least_once(
     wait_for(lambda: len(receiver.requests()) >= 60, 30, "attempts in flight", every=0.1)
     proc.kill()
     in_flight_at_kill = len(receiver.requests())
-    dispatcher()
+    dispatcher(dispatch_delivery=delivery)
     events = wait_for(
         lambda: (
             (e := attempt_events(topo, 1.0))

@@ -1,0 +1,182 @@
+"""The delivery loop's CPU per attempt with the processor thread idle and busy, in the same run.
+
+The dispatcher sends its HTTP attempts from the ``Executor``'s event loop, a second thread of
+the processor's process: the two share one GIL. Here a thread plays the processor: it submits
+attempts (``HttpSender`` to the bench receiver, ``CONCURRENCY`` at once, admitted by the
+dispatcher's ``Limits``) and drains their completions, in two phases that alternate:
+
+- ``idle``: between drains it waits 1 ms, as the processor waits in ``consume``;
+- ``busy``: for every completion it also spends ``--work-us`` of CPU in Python, holding the
+  GIL (default 250: the dispatcher's main-thread CPU per run in ``bench_dispatch.py``).
+
+Figures: attempts per second and the loop thread's own CPU per attempt (from /proc) in each
+phase; ``executor_contention``: the busy loop CPU over the idle one (1.0: sharing the GIL
+costs the loop nothing). ``executor_others_cores``: what other processes took meanwhile.
+
+    .venv/bin/python bench/bench_executor.py [--attempts 20000] [--work-us 250]
+
+The last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import CpuMeter, cpu_seconds, progress
+from bench.stack import Receiver
+from schedulerstream.dispatcher.delivery_process import DeliveryProcess
+from schedulerstream.dispatcher.executor import Deliveries, Executor
+from schedulerstream.dispatcher.limits import Limits
+from schedulerstream.model import HttpTarget
+from schedulerstream.targets.base import Delivery
+from schedulerstream.targets.http import HttpSender
+
+CONCURRENCY = 100  # as bench_dispatch.py: host and total concurrency
+ROUNDS = 2
+TENANT, HOST = "bench", "receiver"
+SCHEDULED_US = 1_735_689_600_000_000
+
+
+def thread_cpu_s(native_id: int) -> float:
+    """CPU seconds (user + system) of one thread of this process."""
+    stat = Path(f"/proc/{os.getpid()}/task/{native_id}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spend(seconds: float) -> None:
+    """Hold the GIL for ``seconds`` of this thread's CPU (Python bytecode, no I/O)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def phase(url: str, attempts: int, work_s: float, where: str) -> dict[str, float]:
+    """``attempts`` deliveries through a fresh Executor (``where``: "thread") or
+    DeliveryProcess ("process"); rate and the loop's CPU per attempt."""
+    limits = Limits(CONCURRENCY, CONCURRENCY, 1e9, CONCURRENCY, depth=2)
+    executor: Deliveries
+    if where == "process":
+        process = DeliveryProcess(allow_private=True)
+        executor = process
+
+        def loop_cpu_s() -> float:
+            return cpu_seconds(process.pid)
+    else:
+        executor = Executor()
+        loop_thread = next(t for t in threading.enumerate() if t.name == "dispatch-loop")
+        native_id = loop_thread.native_id
+        assert native_id is not None
+
+        def loop_cpu_s() -> float:
+            return thread_cpu_s(native_id)
+
+    executor.set_gate(limits, 60.0)
+    sender = HttpSender(allow_private=True)
+    config = HttpTarget(url=url)
+    if where == "process":  # the child has started and sends before the clock runs
+        warm(executor, limits, sender, config)
+    try:
+        loop_cpu = loop_cpu_s()
+        main_cpu = time.thread_time()
+        started = time.perf_counter()
+        sent = done = 0
+        while done < attempts:
+            while sent < attempts and limits.acquire(TENANT, 0, HOST):
+                delivery = Delivery(f"{TENANT}/j{sent}@1", TENANT, f"j{sent}", SCHEDULED_US, 1,
+                                    "scheduled", {"report": "daily"}, 30.0)  # fmt: skip
+                executor.submit(0, TENANT, delivery, sender, config, HOST)
+                sent += 1
+            executor.flush()
+            completions = executor.drain()
+            for completion in completions:
+                limits.release(completion.tenant, completion.host)
+                if completion.outcome is None or not completion.outcome.succeeded:
+                    raise RuntimeError(f"an attempt failed: {completion}")
+            done += len(completions)
+            if work_s:
+                spend(work_s * len(completions))
+            if not completions:
+                time.sleep(0.001)  # the processor waiting in consume
+        elapsed = time.perf_counter() - started
+        loop_us = (loop_cpu_s() - loop_cpu) / attempts * 1e6
+        main_us = (time.thread_time() - main_cpu) / attempts * 1e6 - work_s * 1e6
+        return {"per_s": attempts / elapsed, "loop_cpu_us": loop_us, "main_cpu_us": main_us}
+    finally:
+        executor.call(sender.close)
+        executor.close()
+
+
+def warm(executor: Deliveries, limits: Limits, sender: HttpSender, config: HttpTarget) -> None:
+    """One attempt through ``executor``, waited for."""
+    assert limits.acquire(TENANT, 0, HOST)
+    delivery = Delivery(f"{TENANT}/warm@1", TENANT, "warm", SCHEDULED_US, 1, "scheduled", None, 30)
+    executor.submit(0, TENANT, delivery, sender, config, HOST)
+    executor.flush()
+    deadline = time.monotonic() + 60
+    while not (found := executor.drain()):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the delivery process did not answer within 60 s")
+        time.sleep(0.01)
+    limits.release(TENANT, HOST)
+    if found[0].outcome is None or not found[0].outcome.succeeded:
+        raise RuntimeError(f"the first attempt failed: {found[0]}")
+
+
+def measure(attempts: int, work_us: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as log_dir:
+        receiver = Receiver(Path(log_dir)).start()
+        assert receiver.process is not None
+        meter = CpuMeter({"bench": os.getpid(), "receiver": receiver.process.pid}, "executor")
+        meter.start()
+        runs: dict[str, list[dict[str, float]]] = {}
+        try:
+            for _ in range(ROUNDS):
+                for where in ("thread", "process"):
+                    for load, work_s in (("idle", 0.0), ("busy", work_us / 1e6)):
+                        name = f"{where}_{load}"
+                        found = phase(receiver.url(), attempts, work_s, where)
+                        runs.setdefault(name, []).append(found)
+                        progress(f"{name}: {found}")
+                        receiver.clear()
+        finally:
+            used = meter.stop()
+            receiver.stop()
+    found: dict[str, Any] = {"executor_attempts": attempts, "executor_work_us": work_us}
+    for name, results in runs.items():
+        for figure in ("per_s", "loop_cpu_us", "main_cpu_us"):
+            found[f"executor_{name}_{figure}"] = round(sum(r[figure] for r in results) / ROUNDS, 1)
+    for where in ("thread", "process"):
+        found[f"executor_{where}_contention"] = round(
+            found[f"executor_{where}_busy_loop_cpu_us"]
+            / found[f"executor_{where}_idle_loop_cpu_us"],
+            2,
+        )
+    found["executor_process_vs_thread_busy"] = round(
+        found["executor_process_busy_per_s"] / found["executor_thread_busy_per_s"], 2
+    )
+    found["executor_others_cores"] = used["others_cores"]
+    if meter.warning:
+        found["executor_warning"] = meter.warning
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--attempts", type=int, default=20_000)
+    parser.add_argument("--work-us", type=float, default=250.0)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.attempts, args.work_us)))
+
+
+if __name__ == "__main__":
+    main()
