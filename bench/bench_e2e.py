@@ -413,8 +413,14 @@ def main() -> None:
     parser.add_argument("--skip-rate", action="store_true")
     parser.add_argument("--skip-burst", action="store_true")
     parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds (0: none)")
+    parser.add_argument(
+        "--delivery", choices=("thread", "process"), default=None,
+        help="DISPATCH_DELIVERY of the dispatcher (default: the setting's default)",
+    )  # fmt: skip
     args = parser.parse_args()
     base = bench_broker()
+    if args.delivery is not None:
+        base = base.model_copy(update={"dispatch_delivery": args.delivery})
     log_dir = RESULTS / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}

@@ -21,7 +21,7 @@ from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import broker_pid, drop_topics, progress
+from bench.common import broker_pid, children, drop_topics, progress
 from harness.procs import ProcessorProcess, listening_port, stop_process
 
 RECEIVER = Path(__file__).resolve().parent / "receiver.py"
@@ -168,6 +168,9 @@ class Stack:
     def pids(self) -> dict[str, int]:
         """Pids of the broker (when the bench started it), the receiver and the processors."""
         found = {name: proc.process.pid for name, proc in self.procs.items() if proc.process}
+        for name, pid in list(found.items()):  # a dispatcher's delivery process
+            for k, child in enumerate(children(pid)):
+                found[f"{name}-child{k}"] = child
         if self.receiver is not None and self.receiver.process is not None:
             found["receiver"] = self.receiver.process.pid
         broker = broker_pid()
