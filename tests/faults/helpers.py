@@ -255,15 +255,34 @@ def first_line_after(log: str, needle: str, after: float) -> tuple[float, str] |
     return None
 
 
+def child_pids(parent: int) -> list[int]:
+    """The live child processes of ``parent``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 class SocketWatch:
-    """Which local TCP ports a process holds to ``remote_port`` on 127.0.0.1, polled every
-    ``every`` s from /proc (fd symlinks → socket inodes → /proc/net/tcp): attributes the
-    requests a receiver records (by the client's port) to the process that sent them.
-    A request keeps its connection at least as long as the receiver takes to answer, and
-    aiohttp keeps it pooled afterwards, so a slow answer makes the poll miss nothing."""
+    """Which local TCP ports a process and its children (a dispatcher's delivery process,
+    ``DISPATCH_DELIVERY=process``, as they were at ``start``) hold to ``remote_port`` on
+    127.0.0.1, polled every ``every`` s from /proc (fd symlinks → socket inodes →
+    /proc/net/tcp): attributes the requests a receiver records (by the client's port) to the
+    process that sent them. A request keeps its connection at least as long as the receiver
+    takes to answer, and aiohttp keeps it pooled afterwards, so a slow answer makes the poll
+    miss nothing."""
 
     def __init__(self, pid: int, remote_port: int, every: float = 0.05) -> None:
         self.pid = pid
+        self.pids = [pid]
         self.remote_port = remote_port
         self.every = every
         self.ports: set[int] = set()
@@ -271,6 +290,7 @@ class SocketWatch:
         self._thread = threading.Thread(target=self._run, name=f"socket-watch-{pid}", daemon=True)
 
     def start(self) -> SocketWatch:
+        self.pids = [self.pid, *child_pids(self.pid)]
         self._thread.start()
         return self
 
@@ -281,18 +301,19 @@ class SocketWatch:
 
     def _inodes(self) -> set[str]:
         found = set()
-        fd_dir = Path(f"/proc/{self.pid}/fd")
-        try:
-            names = os.listdir(fd_dir)
-        except OSError:
-            return found
-        for name in names:
+        for pid in self.pids:
+            fd_dir = Path(f"/proc/{pid}/fd")
             try:
-                target = os.readlink(fd_dir / name)
+                names = os.listdir(fd_dir)
             except OSError:
                 continue
-            if target.startswith("socket:["):
-                found.add(target[8:-1])
+            for name in names:
+                try:
+                    target = os.readlink(fd_dir / name)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    found.add(target[8:-1])
         return found
 
     def poll(self) -> None:

@@ -80,11 +80,16 @@ def fenced(proc: FaultProcess, mark: int) -> str | None:
     return "exited" if not proc.alive() else None
 
 
+@pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
-    topo: Settings, procs: SpawnFault, tmp_path: Path
+    topo: Settings, procs: SpawnFault, tmp_path: Path, delivery: str
 ) -> None:
-    """SIGSTOP after a poll, before the timers run (queued runs due at the next second)."""
-    dispatcher_zombie(topo, procs, tmp_path, "punctuate", "dispatcher SIGSTOP zombie (timers)")
+    """SIGSTOP after a poll, before the timers run (queued runs due at the next second).
+    With ``DISPATCH_DELIVERY=process`` only the processor stops (its delivery child goes on
+    with the starts it was given, each within its time to live), and the watch covers the
+    child's sockets too."""
+    case = f"dispatcher SIGSTOP zombie (timers, delivery {delivery})"
+    dispatcher_zombie(topo, procs, tmp_path, "punctuate", case, dispatch_delivery=delivery)
 
 
 @pytest.mark.slow
@@ -104,7 +109,7 @@ def stopped(proc: FaultProcess) -> bool:
 
 
 def dispatcher_zombie(
-    topo: Settings, procs: SpawnFault, tmp_path: Path, point: str, case: str
+    topo: Settings, procs: SpawnFault, tmp_path: Path, point: str, case: str, **overrides: object
 ) -> dict[str, Any]:
     receiver = ReceiverProcess().start()
     watch: SocketWatch | None = None
@@ -116,10 +121,12 @@ def dispatcher_zombie(
             "SS_TEST_STOP_AT": point,
             "SS_TEST_STOP_FILE": str(trigger),
         }
-        a = procs("dispatcher", "a", env=hook)
+        a = procs("dispatcher", "a", env=hook, **overrides)
         a.wait_running(topo.partitions)
         watch = SocketWatch(a.process.pid, receiver.port).start()  # type: ignore[union-attr]
-        b = procs("dispatcher", "b")
+        if overrides.get("dispatch_delivery") == "process":
+            assert len(watch.pids) == 2, f"no delivery process of a: {watch.pids}"
+        b = procs("dispatcher", "b", **overrides)
 
         def split() -> bool:
             mine, theirs = owned_partitions(a.log(), "runs"), owned_partitions(b.log(), "runs")
