@@ -40,8 +40,9 @@ MARGIN_S = 1.0  # a commit interval (0.1 s) and the request's way to the receive
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_a_partitioned_dispatcher_sends_nothing_it_could_not_commit(
-    own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault
+    own_topo: Settings, own_broker: ProxiedBroker, procs: SpawnFault, delivery: str
 ) -> None:
     topo = own_topo
     proxy = TcpProxy(own_broker.proxy_port, own_broker.proxied_port).start()
@@ -50,10 +51,11 @@ def test_a_partitioned_dispatcher_sends_nothing_it_could_not_commit(
     try:
         behind = topo.model_copy(update={"bootstrap_servers": f"127.0.0.1:{own_broker.proxy_port}"})
         sched = procs("scheduler", "s", settings=topo)
-        a = procs("dispatcher", "a", settings=behind)
+        a = procs("dispatcher", "a", settings=behind, dispatch_delivery=delivery)
         a.wait_running(topo.partitions)
         watch = SocketWatch(a.process.pid, receiver.port).start()  # type: ignore[union-attr]
-        b = procs("dispatcher", "b", settings=topo)
+        assert len(watch.pids) == (2 if delivery == "process" else 1), watch.pids
+        b = procs("dispatcher", "b", settings=topo, dispatch_delivery=delivery)
 
         def split() -> bool:
             mine, theirs = owned_partitions(a.log(), "runs"), owned_partitions(b.log(), "runs")

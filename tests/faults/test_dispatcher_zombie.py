@@ -93,12 +93,14 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
-    topo: Settings, procs: SpawnFault, tmp_path: Path
+    topo: Settings, procs: SpawnFault, tmp_path: Path, delivery: str
 ) -> None:
     """SIGSTOP inside a commit (step 3): on SIGCONT the commit fails first, every task is
     rebuilt (attempts aborted), so no request goes out before the partitions are gone."""
-    dispatcher_zombie(topo, procs, tmp_path, "commit", "dispatcher SIGSTOP zombie (mid-commit)")
+    case = f"dispatcher SIGSTOP zombie (mid-commit, delivery {delivery})"
+    dispatcher_zombie(topo, procs, tmp_path, "commit", case, dispatch_delivery=delivery)
 
 
 def stopped(proc: FaultProcess) -> bool:
@@ -124,8 +126,8 @@ def dispatcher_zombie(
         a = procs("dispatcher", "a", env=hook, **overrides)
         a.wait_running(topo.partitions)
         watch = SocketWatch(a.process.pid, receiver.port).start()  # type: ignore[union-attr]
-        if overrides.get("dispatch_delivery") == "process":
-            assert len(watch.pids) == 2, f"no delivery process of a: {watch.pids}"
+        children = 1 if overrides.get("dispatch_delivery") == "process" else 0
+        assert len(watch.pids) == 1 + children, f"a and its delivery process: {watch.pids}"
         b = procs("dispatcher", "b", **overrides)
 
         def split() -> bool:
