@@ -17,7 +17,9 @@ Where the stop lands decides what the zombie does first on SIGCONT, so each case
 (tests/faults/hooks/sitecustomize.py: the process SIGSTOPs itself there, all threads, as an
 external SIGSTOP would): after a poll, before the timers run (it then starts its due runs
 before anything tells it that it lost them), or inside a commit (the failing commit comes
-first). An external SIGSTOP lands at either point at random: 3 runs in 5 sent requests.
+first). With ``DISPATCH_DELIVERY=process`` the stop takes the dispatcher alone (its delivery
+process goes on) or its whole process group (a frozen container). An external SIGSTOP lands
+at either point at random: 3 runs in 5 sent requests.
 """
 
 from __future__ import annotations
@@ -92,6 +94,17 @@ def test_a_dispatcher_stopped_before_its_timers_sends_nothing_after_it_resumes(
     dispatcher_zombie(topo, procs, tmp_path, "punctuate", case, dispatch_delivery=delivery)
 
 
+def test_a_dispatcher_frozen_with_its_delivery_process_sends_nothing_after_it_resumes(
+    topo: Settings, procs: SpawnFault, tmp_path: Path
+) -> None:
+    """The whole process group stops before the timers run (a frozen container or VM): the
+    delivery child stops with its armed and waiting starts, and on SIGCONT their time to
+    live (half the session timeout from their commit) has long run out, so it sends none."""
+    case = "dispatcher SIGSTOP zombie (timers, delivery process, whole group)"
+    dispatcher_zombie(topo, procs, tmp_path, "punctuate", case, scope="group",
+                      dispatch_delivery="process")  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delivery", ["thread", "process"])
 def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
@@ -103,16 +116,17 @@ def test_a_dispatcher_stopped_mid_commit_sends_nothing_after_it_resumes(
     dispatcher_zombie(topo, procs, tmp_path, "commit", case, dispatch_delivery=delivery)
 
 
-def stopped(proc: FaultProcess) -> bool:
-    """The process is in the stopped state (T) of /proc."""
-    assert proc.process is not None
-    stat = Path(f"/proc/{proc.process.pid}/stat").read_text()
+def stopped(pid: int) -> bool:
+    """Process ``pid`` is in the stopped state (T) of /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
     return stat.rpartition(")")[2].split()[0] == "T"
 
 
 def dispatcher_zombie(
-    topo: Settings, procs: SpawnFault, tmp_path: Path, point: str, case: str, **overrides: object
-) -> dict[str, Any]:
+    topo: Settings, procs: SpawnFault, tmp_path: Path, point: str, case: str,
+    scope: str = "process", **overrides: object,
+) -> dict[str, Any]:  # fmt: skip
+    """``scope``: ``process`` stops the dispatcher alone, ``group`` its children too."""
     receiver = ReceiverProcess().start()
     watch: SocketWatch | None = None
     try:
@@ -122,6 +136,7 @@ def dispatcher_zombie(
             "PYTHONPATH": os.pathsep.join([str(HOOKS), os.environ.get("PYTHONPATH", "")]),
             "SS_TEST_STOP_AT": point,
             "SS_TEST_STOP_FILE": str(trigger),
+            "SS_TEST_STOP_SCOPE": scope,
         }
         a = procs("dispatcher", "a", env=hook, **overrides)
         a.wait_running(topo.partitions)
@@ -143,7 +158,11 @@ def dispatcher_zombie(
         )
         a_had = owned_partitions(a.log(), "runs")
         trigger.touch()  # a stops itself at ``point``, attempts in flight (answered after 2 s)
-        wait_until(lambda: stopped(a), 30, f"a stopped at {point}", alive=a)
+        frozen = set(watch.pids) if scope == "group" else {watch.pids[0]}
+        wait_until(lambda: all(stopped(pid) for pid in frozen), 30, f"a stopped at {point}",
+                   alive=a)  # fmt: skip
+        if scope == "process":
+            assert not any(stopped(pid) for pid in watch.pids[1:]), "a child stopped too"
         stopped_wall = float(trigger.with_name("stop-a.at").read_text())
         wait_until(
             lambda: len(owned_partitions(b.log(), "runs")) == topo.partitions,

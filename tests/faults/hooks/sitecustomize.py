@@ -4,7 +4,8 @@ directory first on PYTHONPATH of a processor process; nothing of this is in the 
 SIGSTOP: set ``SS_TEST_STOP_AT=<point>`` and ``SS_TEST_STOP_FILE=<path>``. Once ``<path>``
 exists, the process deletes it, writes the wall-clock time to ``<path>.at`` and SIGSTOPs itself
 (the whole process, every thread, as an external SIGSTOP would) the next time it reaches
-``<point>``:
+``<point>``; with ``SS_TEST_STOP_SCOPE=group`` its whole process group stops (a dispatcher's
+delivery process too, as in a frozen container or VM):
 
 - ``punctuate``: the start of ``Processor._punctuate`` (a poll just returned, the timers are
   about to run), 0.6-0.8 s past a wall-clock second: a dispatcher of 1 s schedules then holds
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 POINT = os.environ.get("SS_TEST_STOP_AT", "")
+GROUP = os.environ.get("SS_TEST_STOP_SCOPE", "process") == "group"
 TRIGGER = Path(os.environ.get("SS_TEST_STOP_FILE", "/nonexistent"))
 KILL_ENV = "SS_FAULT_KILL_AT"
 KILL_POINTS = ("before-commit", "during-commit", "before-local", "after-local")
@@ -47,7 +49,10 @@ def _stop_if_triggered() -> None:
     except FileNotFoundError:
         return
     TRIGGER.with_name(TRIGGER.name + ".at").write_text(repr(time.time()))
-    os.kill(os.getpid(), signal.SIGSTOP)
+    if GROUP:
+        os.killpg(0, signal.SIGSTOP)
+    else:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def _install() -> None:
