@@ -259,8 +259,7 @@ class DispatchLogic:
                 rec["scheduled_at_us"], now_us, "scheduled", None, rec["job_version"], None,
                 status=REVOKED, outcome=AttemptOutcome.REVOKED,
             )  # fmt: skip
-            rk.save(store, run)
-            store.put(rk.done_key(now_us, run.run_id), b"")
+            rk.save_finished(store, run, now_us)
             return []
         if run.job_version >= rec["job_version"]:
             return []
@@ -275,8 +274,7 @@ class DispatchLogic:
         end(run, AttemptOutcome.REVOKED)
         run.job_version, run.spec = rec["job_version"], None
         self.events.emit(pc.out, pc.partition, run, "revoked", now_us, reason=rec["reason"])
-        rk.save(store, run)
-        store.put(rk.done_key(now_us, run.run_id), b"")
+        rk.save_finished(store, run, now_us)
         return []
 
     # -- queues ---------------------------------------------------------------------------
@@ -371,8 +369,7 @@ class DispatchLogic:
         end(run, kind)
         run.spec = None
         run.last_error = reason if kind != SUCCEEDED else None
-        rk.save(store, run)
-        store.put(rk.done_key(now_us, run.run_id), b"")
+        rk.save_finished(store, run, now_us)
         self.counters.finished[kind] = self.counters.finished.get(kind, 0) + 1
         self.overlap.release(pc, run, now_us)
 

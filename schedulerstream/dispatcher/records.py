@@ -10,7 +10,9 @@ on restore):
 - ``active/{job key}/{run id}`` (derived) → runs of the job that started and are not finished
 - ``buf/{job key}`` → the run waiting behind an active one (``buffer_one``)
 - ``gone/{job key}`` → ``{version, reason}``: the target answered 410 for that job version
-- ``done/{finished µs, 16 hex}/{run id}`` → finished runs, pruned after the dedupe retention
+- ``done/{finished µs, 16 hex}/{run id}`` (derived from a run record's ``finished_us``; logged
+  by format 2, read back from older changelogs) → finished runs, pruned after the dedupe
+  retention
 - ``ctr/seq`` → the queue sequence counter
 """
 
@@ -36,7 +38,8 @@ from schedulerstream.errors import StateError
 from schedulerstream.runtime.store import StateStore
 
 SEQ_KEY = b"ctr/seq"
-FORMAT = 2  # of a RunRecord's bytes (a JSON array starting with it)
+FORMAT = 3  # of a RunRecord's bytes (a JSON array starting with it); 2 is read too
+_FIELDS = {2: 18, 3: 19}  # fields of each format
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -60,7 +63,9 @@ class RunRecord:
     """One run as the dispatcher knows it; ``attempt`` is the last attempt started (0: none).
     Its ``status`` changes only through ``states.move`` and ``states.end``.
 
-    ``spec`` is what the dispatcher needs of the job's definition (None once the run ended).
+    ``spec`` is what the dispatcher needs of the job's definition (None once the run ended);
+    ``finished_us`` when it ended (0: it has not, or it ended in format 2, which logged its
+    ``done/`` key instead).
     """
 
     run_id: str
@@ -80,6 +85,7 @@ class RunRecord:
     deadline_us: int = 0
     last_error: str | None = None
     outcome: AttemptOutcome | None = None  # once it ended
+    finished_us: int = 0
 
     @property
     def not_started(self) -> bool:
@@ -90,22 +96,22 @@ class RunRecord:
         return f"{self.tenant}/{self.job_id}"
 
     def to_bytes(self) -> bytes:
-        """A JSON array (format 2): cheaper to write and read than an object per field."""
+        """A JSON array (format 3): cheaper to write and read than an object per field."""
         spec = None if self.spec is None else self.spec.to_list()
         fields = [
             FORMAT, self.run_id, self.tenant, self.job_id, self.scheduled_at_us,
             self.not_before_us, self.accepted_at_us, self.trigger, self.payload_json,
             self.job_version, spec, self.status, self.attempt, self.due_us, self.seq,
-            self.deadline_us, self.last_error, self.outcome,
+            self.deadline_us, self.last_error, self.outcome, self.finished_us,
         ]  # fmt: skip
         return _dumps(fields)
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> RunRecord:
         data = _loads(raw)
-        if not isinstance(data, list) or len(data) != 18 or data[0] != FORMAT:
+        if not isinstance(data, list) or not data or _FIELDS.get(data[0]) != len(data):
             raise StateError(f"run record of an unknown format (want a {FORMAT}-format array "
-                             f"of 18 fields): {raw[:80]!r}")  # fmt: skip
+                             f"of {_FIELDS[FORMAT]} fields): {raw[:80]!r}")  # fmt: skip
         spec = None if data[10] is None else DispatchSpec.from_list(data[10])
         (_, run_id, tenant, job_id, scheduled, not_before, accepted, trigger, payload, version,
          _, status, attempt, due, seq, deadline, error, outcome) = data[:18]  # fmt: skip
@@ -113,6 +119,7 @@ class RunRecord:
             run_id, tenant, job_id, scheduled, not_before, accepted, trigger, payload, version,
             spec, STATUS_OF.get(status) or _status(status), attempt, due, seq, deadline, error,
             outcome if outcome is None else OUTCOME_OF.get(outcome) or _outcome(outcome),
+            data[18] if len(data) > 18 else 0,
         )  # fmt: skip
 
     def run_view(self) -> dict[str, Any]:
@@ -144,20 +151,34 @@ def save(store: StateStore, run: RunRecord) -> None:
     store.put(run_key(run.run_id), run.to_bytes())
 
 
+def save_finished(store: StateStore, run: RunRecord, now_us: int) -> None:
+    """Save ``run``, which ended (or was revoked) at ``now_us``, with its ``done/`` key (derived:
+    the changelog carries the run record alone)."""
+    run.finished_us = now_us
+    save(store, run)
+    store.put(done_key(now_us, run.run_id), b"", logged=False)
+
+
 def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
     """Apply one changelog record while restoring, rebuilding the derived keys.
 
-    ``q/`` and ``active/`` keys are derived from run records, never changelogged: a run record
-    puts or deletes the queue key of its (tenant, due, seq) and its active key. (A queue key
-    of an earlier position compacted away stays behind: it is dropped when it reaches the
-    head of its queue.)"""
+    ``q/``, ``active/`` and (format 3) ``done/`` keys are derived from run records, never
+    changelogged: a run record puts or deletes the queue key of its (tenant, due, seq), its
+    active key and its done key; the tombstone of a finished run deletes its done key. (A queue
+    key of an earlier position compacted away stays behind: it is dropped when it reaches the
+    head of its queue; a done key left by a run that ended, was re-armed and ended again is
+    dropped by the prune.)"""
     if value is None:
+        if key.startswith(RUN_PREFIX):
+            _forget_done(store, key)
         store.delete(key, logged=False)
     else:
         store.put(key, value, logged=False)
     if value is None or not key.startswith(RUN_PREFIX):
         return
     run = RunRecord.from_bytes(value)
+    if run.finished_us and run.status in TERMINAL:
+        store.put(done_key(run.finished_us, run.run_id), b"", logged=False)
     qkey = queue_key(run.tenant, run.due_us, run.seq)
     if run.status == QUEUED:
         store.put(qkey, run.run_id.encode(), logged=False)
@@ -171,6 +192,16 @@ def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
 
 
 RUN_PREFIX = b"run/"
+
+
+def _forget_done(store: StateStore, key: bytes) -> None:
+    """Delete the derived done key of the run record at ``key`` (about to be deleted)."""
+    raw = store.get(key)
+    if raw is None:
+        return
+    run = RunRecord.from_bytes(raw)
+    if run.finished_us:
+        store.delete(done_key(run.finished_us, run.run_id), logged=False)
 
 
 def run_key(run_id: str) -> bytes:
@@ -200,6 +231,11 @@ def done_key(finished_us: int, run_id: str) -> bytes:
 
 def done_run_id(key: bytes) -> str:
     return key[len(b"done/0000000000000000/") :].decode()
+
+
+def done_at(key: bytes) -> int:
+    """The finished µs of a done key."""
+    return int(key[5:21], 16)
 
 
 def active_prefix(job_key: str) -> bytes:

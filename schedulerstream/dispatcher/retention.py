@@ -41,8 +41,11 @@ class Retention:
         start = self._from.get(pc.partition, b"done/")
         old = store.range(start, rk.done_key(now_us - self.retention_us, ""))
         for key, _ in list(itertools.islice(old, self.budget)):
-            store.delete(key)
             self._from[pc.partition] = key
             run = rk.load(store, rk.done_run_id(key))
-            if run is not None and run.status in TERMINAL:
+            at = rk.done_at(key)
+            # a derived key (its run's finished_us) is not in the changelog; one format 2
+            # logged, or one left by a run re-armed since, is deleted there too
+            store.delete(key, logged=run is None or run.finished_us != at)
+            if run is not None and run.status in TERMINAL and run.finished_us in (0, at):
                 store.delete(rk.run_key(run.run_id))

@@ -347,6 +347,46 @@ def test_finished_runs_are_forgotten_after_the_dedupe_retention() -> None:
     assert not list(h.store.prefix(b"done/"))
 
 
+def test_a_replay_of_the_pruned_changelog_leaves_no_finished_run_behind() -> None:
+    """The prune's run tombstones take the derived done keys with them on restore; a done key
+    that format 2 logged is pruned with a tombstone, and its run record read back."""
+    h = Harness(retention_us=3600 * SECOND)
+    h.run(run_triggered(0))
+    h.tick()
+    h.finish(run_id(0))
+    h.run(revoked(run_id(1), version=5))
+    legacy = run_id(2)
+    fields = json.loads(h.store.get(rk.run_key(run_id(0))) or b"")
+    assert fields[0] == 3 and fields[18] == T0
+    fields = [2, legacy, *fields[2:18]]  # format 2: no finished_us, its done key logged
+    h.store.put(rk.run_key(legacy), json.dumps(fields).encode())
+    h.store.put(rk.done_key(T0, legacy), b"")
+    assert rk.load(h.store, legacy).finished_us == 0  # type: ignore[union-attr]
+    h.advance(3601)
+    assert not list(h.store.prefix(b"done/")) and not list(h.store.prefix(b"run/"))
+    assert (rk.done_key(T0, legacy), None) in h.store.logged
+    for key, value in h.store.logged:
+        assert not key.startswith(b"done/") or value is None or key.endswith(legacy.encode())
+    fresh = MemoryStore()
+    for key, value in h.store.logged:
+        h.logic.restore_record(fresh, key, value)
+    assert not list(fresh.prefix(b"done/")) and not list(fresh.prefix(b"run/"))
+
+
+def test_a_run_re_armed_after_its_revocation_is_kept_until_its_own_end_ages_out() -> None:
+    h = Harness(retention_us=3600 * SECOND)
+    h.run(revoked(run_id(), version=2))  # revoked (done key at T0) before it was triggered
+    h.advance(1800)
+    h.run(run_triggered(version=2))
+    assert [s.delivery.run_id for s in h.tick()] == [run_id()]
+    assert h.finish(run_id())  # its second done key, at T0 + 1800 s
+    h.advance(1801)  # the first done key ages out: the run stays, its own end does not
+    assert [k for k, _ in h.store.prefix(b"done/")] == [rk.done_key(T0 + 1800 * SECOND, run_id())]
+    assert rk.load(h.store, run_id()) is not None
+    h.advance(1800)
+    assert rk.load(h.store, run_id()) is None and not list(h.store.prefix(b"done/"))
+
+
 def test_an_at_most_once_run_that_timed_out_is_not_retried() -> None:
     h = Harness()
     h.run(run_triggered(delivery="at_most_once", **RETRY))
@@ -395,8 +435,8 @@ def test_the_in_memory_queue_survives_restart_and_skips_stale_entries() -> None:
 
 
 def test_a_cold_restore_from_the_changelog_rebuilds_queues_and_active_runs() -> None:
-    """Queue and active keys are not changelogged: replaying only the logged records (as a
-    new owner of the partition does) rebuilds them, compacted or not."""
+    """Queue, active and done keys are not changelogged: replaying only the logged records
+    (as a new owner of the partition does) rebuilds them, compacted or not."""
     h = Harness()
     for n in range(4):
         h.run(run_triggered(n, job_id=f"j{n}"))
@@ -411,10 +451,12 @@ def test_a_cold_restore_from_the_changelog_rebuilds_queues_and_active_runs() -> 
         fresh = MemoryStore()
         for key, value in changelog:
             h.logic.restore_record(fresh, key, value)
-        assert not any(k.startswith((b"q/", b"active/")) for k, _ in changelog)
+        assert not any(k.startswith((b"q/", b"active/", b"done/")) for k, _ in changelog)
         assert {k for k, _ in fresh.range(b"active/", b"active0")} == {
             k for k, _ in h.store.range(b"active/", b"active0")
         }
+        assert [k for k, _ in fresh.prefix(b"done/")] == [k for k, _ in h.store.prefix(b"done/")]
+        assert len(list(fresh.prefix(b"done/"))) == 1
         assert {k for k, _ in fresh.range(b"q/", b"q0")} == {
             k for k, _ in h.store.range(b"q/", b"q0")
         }
