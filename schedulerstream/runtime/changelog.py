@@ -30,12 +30,19 @@ def capture(task: Task, producer: TransactionalProducer, topic: str) -> int:
     """Produce the task's logged overlay entries to its changelog partition; return how many.
 
     One record per key (its last value in this transaction); a deleted key is a tombstone.
+    Only the last record reports its delivery (its offset is the task's changelog offset):
+    one that fails before it fails the transaction's commit.
     """
     store = task.require_store()
     count = 0
+    last: OutRecord | None = None
     for key, value in store.logged_changes():
-        producer.produce(OutRecord(topic, key, value, task.partition), task.on_changelog_delivery)
+        if last is not None:
+            producer.produce(last)
+        last = OutRecord(topic, key, value, task.partition)
         count += 1
+    if last is not None:
+        producer.produce(last, task.on_changelog_delivery)
     return count
 
 

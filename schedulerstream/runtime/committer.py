@@ -67,10 +67,14 @@ class Committer:
         self._last_abort = ""
 
     # -- producing ----------------------------------------------------------------------
-    def produce(self, partition: int, outputs: list[OutRecord], origin: str | None = None) -> None:
+    def produce(
+        self, partition: int, outputs: list[OutRecord], origin: str | None = None,
+        sized: bool = False,
+    ) -> None:  # fmt: skip
         """Produce a callback's outputs; a record refused by the broker is charged to its
         origin (or ``origin``). One too large to send is not sent: its origin is quarantined
-        (the topology learns of it at its next callback) and the rejected topic says so."""
+        (the topology learns of it at its next callback) and the rejected topic says so
+        (``sized``: the caller found none too large)."""
         for output in outputs:
             charged = output.origin or origin
             if charged is not None and self.quarantine.failures(partition, charged) > 1:
@@ -80,7 +84,7 @@ class Committer:
                 self.txn.produce(refused_output(self.rejected_topic, output, reason,
                                                 self.group_id))  # fmt: skip
                 continue
-            if output.size() > self.max_record:
+            if not sized and output.size() > self.max_record:
                 reason = self.too_large(output)
                 if charged is not None:
                     self.quarantine.add(partition, charged, reason, "record_too_large")
@@ -92,11 +96,11 @@ class Committer:
             if charged is None:
                 self.txn.produce(output, self._on_delivery)
                 continue
-            output = output._replace(origin=charged)
             try:
                 self.txn.produce(output, self.charges.callback(partition, charged, output.topic))
             except KafkaException as exc:  # e.g. its topic is known to be gone
-                if not self.charges.refused_at_produce(partition, output, exc):
+                charged_output = output._replace(origin=charged)
+                if not self.charges.refused_at_produce(partition, charged_output, exc):
                     raise
 
     def reject(self, msg: Any, reason: str) -> None:

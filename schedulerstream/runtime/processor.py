@@ -363,7 +363,7 @@ class Processor:
             oversized = [o for o in outputs if o.size() > self._max_record]
             if not oversized:
                 store.release()
-                self.committer.produce(task.partition, outputs, origin)
+                self.committer.produce(task.partition, outputs, origin, sized=True)
                 break
             store.rollback()  # told of its refused records, the topology processes it again
             for output in oversized:
