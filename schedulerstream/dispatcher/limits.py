@@ -1,11 +1,15 @@
 """Process-wide dispatch limits: total concurrency, per-tenant concurrency and rate, and
 concurrency per target host (one slow or overloaded receiver cannot take every slot).
 
-Attempts sent by the executor (those with a target host) may be admitted ``depth`` times
-over each limit: the extra ones are committed starts that wait in the executor for a live
-slot (``Executor``'s gate holds the limits themselves), so a slot that frees starts the next
-attempt without waiting for a commit. Other attempts (worker offers, Kafka records) are
-admitted within the limits themselves, counting the waiting ones.
+Attempts sent by the executor (those with a target host) may be admitted several times over
+each limit: the extra ones are committed starts that wait in the executor for a live slot
+(``Executor``'s gate holds the limits themselves), so a slot that frees starts the next
+attempt without waiting for a commit. How many times over depends on the host: a start may
+wait at most ``wait_budget_s``, and a host whose attempts take ``t`` s on average frees each
+slot every ``t`` s, so it gets ``1 + wait_budget_s // t`` (at most ``depth``; 1 until its
+first attempt is timed). A slow host thus gets no start that would outlive its time to live
+waiting (an expired start fails an attempt it never sent). Other attempts (worker offers,
+Kafka records) are admitted within the limits themselves, counting the waiting ones.
 
 In memory only: what is in flight is known from the deliveries running in this process.
 Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
@@ -51,6 +55,10 @@ class TokenBucket:
         self.tokens = min(self.tokens, self.burst)
 
 
+ATTEMPT_WEIGHT = 0.1  # of the newest attempt in a host's mean attempt time
+MAX_TIMED_HOSTS = 100_000
+
+
 def burst_of(rate: float) -> float:
     """A bucket holds one second of its rate (at least one token)."""
     return max(1.0, rate)
@@ -66,9 +74,12 @@ class Limits:
     def __init__(self, concurrency: int, tenant_concurrency: int, tenant_rate_per_s: float,
                  host_concurrency: int | None = None,
                  overrides: Mapping[str, TenantLimits] | None = None,
-                 depth: int = 1) -> None:  # fmt: skip
+                 depth: int = 1, wait_budget_s: float = 0.5) -> None:  # fmt: skip
         self.concurrency = concurrency
         self.depth = depth
+        self.wait_budget_s = wait_budget_s
+        self.attempt_s: dict[str, float] = {}  # per host: mean attempt time (moving average)
+        self._depth_of: dict[str, int] = {}  # per host whose attempts were timed
         self.tenant_concurrency = tenant_concurrency
         self.tenant_rate = tenant_rate_per_s
         self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
@@ -101,7 +112,7 @@ class Limits:
         """Take a slot and a token for ``tenant`` (and a slot of ``host``, when the target has
         one); False, with nothing taken, when a limit says no."""
         concurrency, rate = self.tenant_limits(tenant)
-        scale = 1 if host is None else self.depth
+        scale = 1 if host is None else self._depth_of.get(host, 1)
         if self.in_flight >= self.concurrency * scale:
             return False
         if self.by_tenant[tenant] >= concurrency * scale:
@@ -121,6 +132,24 @@ class Limits:
         if host is not None:
             self.by_host[host] += 1
         return True
+
+    def depth_of(self, host: str) -> int:
+        """How many times over the limits starts to ``host`` are admitted now."""
+        return self._depth_of.get(host, 1)
+
+    def timed(self, host: str, seconds: float) -> None:
+        """An attempt to ``host`` took ``seconds`` (sent, answered or not)."""
+        mean = self.attempt_s.get(host)
+        if mean is None:
+            mean = seconds
+            if len(self.attempt_s) >= MAX_TIMED_HOSTS:  # bounded: start over
+                self.attempt_s.clear()
+                self._depth_of.clear()
+        else:
+            mean += (seconds - mean) * ATTEMPT_WEIGHT
+        self.attempt_s[host] = mean
+        waits = int(self.wait_budget_s / mean) if mean > 0 else self.depth
+        self._depth_of[host] = 1 + max(0, min(self.depth - 1, waits))
 
     def hold(self, tenant: str) -> None:
         """Count an attempt that is already running (adopted after a restart), over the

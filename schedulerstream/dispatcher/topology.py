@@ -98,6 +98,11 @@ class DispatcherTopology(Topology):
         self.commands_topic = settings.topics.commands
         tiers = tuple((t.name, (t.delay_ms or 0) * 1000) for t in retry_tiers(settings))
         self.tier_delay_us = dict(tiers)
+        # a committed start waits for a slot at most half a session: a paused or cut-off
+        # member's successor cannot have taken its partitions over yet; one armed ahead of
+        # its due time waits at most half of that for the due time, and the Limits admit
+        # to a host only as many waiting starts as its attempt time lets start within that
+        ttl_ms = settings.session_timeout_ms / 2
         self.limits = Limits(
             settings.dispatch_concurrency,
             settings.tenant_concurrency,
@@ -105,11 +110,8 @@ class DispatcherTopology(Topology):
             settings.host_concurrency,
             overrides=self.tenants.limits,
             depth=1 + settings.dispatch_prefetch,
+            wait_budget_s=ttl_ms / 2000,
         )
-        # a committed start waits for a slot at most half a session: a paused or cut-off
-        # member's successor cannot have taken its partitions over yet; one armed ahead of
-        # its due time waits at most half of that for the due time
-        ttl_ms = settings.session_timeout_ms / 2
         self.logic = DispatchLogic(
             codec or default_codec(),
             Topics(settings.topics.attempts, settings.topics.commands, tiers),
@@ -188,8 +190,11 @@ class DispatcherTopology(Topology):
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         for completion in self.executor.drain():
-            self.limits.release(completion.tenant, completion.host)
-            if completion.outcome is not None:
+            outcome, host = completion.outcome, completion.host
+            self.limits.release(completion.tenant, host)
+            if outcome is not None:
+                if host is not None and outcome.duration_us > 0:  # sent (an expired one: 0)
+                    self.limits.timed(host, outcome.duration_us / 1e6)
                 self._completed[completion.partition].append(completion)
         out = ContextOutput(ctx)
         applied = self._completed.pop(ctx.partition, [])

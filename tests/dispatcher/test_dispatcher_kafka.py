@@ -317,6 +317,33 @@ def test_committed_starts_wait_for_a_host_slot_and_the_limit_holds(
     assert last_free < last_blocked - 0.6  # b's runs went out while a's host was still busy
 
 
+def test_a_slow_host_gets_no_committed_start_that_would_expire_waiting(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    """A host answering in 1.5 s, longer than a committed start may wait (half the session
+    timeout): with a prefetch of 3, its starts are admitted within its limit alone, so none
+    fails unsent; a fast host of another tenant beside it gets the prefetch."""
+    dispatcher(host_concurrency=2, dispatch_prefetch=3)
+    slow = receiver.url("/slow/1500")
+    fast = f"http://localhost:{receiver.port}/ok"
+    instant = now_us()
+    slowed = [runs.trigger(job("a", f"s{i}", slow), instant) for i in range(6)]
+    free = [runs.trigger(job("b", f"f{i}", fast), instant + n * SECOND)
+            for n in range(3) for i in range(8)]  # fmt: skip
+    runs.flush()
+
+    def all_succeeded() -> dict[str, list[dict[str, object]]] | None:
+        found = attempt_events(topo, idle_timeout=1.0)
+        done = {rid for rid, got in found.items() if any(e["kind"] == "succeeded" for e in got)}
+        return found if done >= set(slowed) | set(free) else None
+
+    events = wait_for(all_succeeded, 60, "every run succeeded", every=0.5)
+    attempts = {rid: kinds(events[rid]) for rid in slowed + free}
+    assert {rid: got for rid, got in attempts.items() if ("started", 2) in got} == {}
+    by_id = {r["headers"]["webhook-id"]: r for r in receiver.requests()}
+    assert most_at_once([by_id[r] for r in slowed]) == 2
+
+
 def test_runs_armed_ahead_are_sent_at_their_due_time_and_never_before(
     topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
 ) -> None:
