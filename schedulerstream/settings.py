@@ -60,15 +60,16 @@ class Settings(BaseSettings):
     tenant_rate_per_s: float = Field(default=1000.0, gt=0)
     host_concurrency: int = Field(default=100, ge=1)  # attempts in flight per target host
     # committed HTTP/SQS starts that may wait for a slot, per slot of each limit: a slot that
-    # frees starts one at once, with no commit round trip (0: every start waits for a commit)
-    dispatch_prefetch: int = Field(default=1, ge=0, le=8)
+    # frees starts one at once, with no commit round trip (0: every start waits for a commit);
+    # at most this many: a host gets as many as its mean attempt time lets start in time
+    dispatch_prefetch: int = Field(default=3, ge=0, le=8)
     # an HTTP/SQS run due within this many ms starts (is committed) ahead and the delivery loop
     # sends it at its due time, so the due instant waits for no tick and no commit (0: at due;
     # at most a quarter of the session timeout)
     dispatch_arm_ms: int = Field(default=300, ge=0, le=1000)
     # where HTTP/SQS attempts are sent from: "thread" (an event loop beside the processor's,
     # sharing its GIL) or "process" (a child process of the dispatcher: a core of its own)
-    dispatch_delivery: str = "thread"
+    dispatch_delivery: str = "process"
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
     database_url: str = ""
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
