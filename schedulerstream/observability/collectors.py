@@ -42,6 +42,10 @@ RUNTIME_COUNTERS = {
         "store_write_failures",
         "Local state-store writes that failed (the task restores from its changelog).",
     ),
+    "fetchers_restarted": (
+        "fetchers_restarted",
+        "Input partitions assigned again because their fetcher never started.",
+    ),
 }
 SCHEDULER_COUNTERS = {
     "runs_revoked": ("runs_revoked", "Runs revoked after emission (pause, update, delete)."),

@@ -74,6 +74,7 @@ class Processor:
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
                 "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
                 "store_write_failures", "standby_tasks", "fenced_predecessors",
+                "fetchers_restarted",
             ),
             0,
         )  # fmt: skip

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from schedulerstream.clock import Clock
 from schedulerstream.errors import StateError
@@ -26,7 +26,7 @@ from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
 from schedulerstream.runtime.takeover import Takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
-from schedulerstream.runtime.transaction import Failure, TransactionFailed
+from schedulerstream.runtime.transaction import Failure, TransactionFailed, kafka_error
 from schedulerstream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -153,9 +153,7 @@ class TaskManager:
             log.info("task %d: not ready to run yet: %s", task.partition, exc)
             return False
         try:  # the partition may have been taken away while committed() waited
-            for topic, offset in offsets.items():
-                consumer.seek(TopicPartition(topic, task.partition, offset))
-            consumer.resume(tps)
+            self._start_fetching(consumer, task, offsets, tps)
         except KafkaException as exc:
             log.info("task %d: not ready to run (seek or resume refused): %s", task.partition, exc)
             with contextlib.suppress(KafkaException):
@@ -186,6 +184,29 @@ class TaskManager:
         )
         loop.invoke(task, self.topology.on_running)
         return True
+
+    def _start_fetching(
+        self, consumer: Consumer, task: Task, offsets: dict[str, int], tps: list[TopicPartition]
+    ) -> None:
+        """Seek the task's inputs to ``offsets`` and resume them. A seek refused with _STATE
+        means librdkafka never started the partition's fetcher (seen once: its query of the
+        committed offset was lost, and the task waited for minutes): its inputs are then
+        assigned again at ``offsets``, which starts the fetcher there."""
+        try:
+            for topic, offset in offsets.items():
+                consumer.seek(TopicPartition(topic, task.partition, offset))
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if self._eager or err is None or err.code() != KafkaError._STATE:
+                raise
+            log.warning("task %d: seek refused (%s); assigning its inputs again at %s",
+                        task.partition, err.str(), offsets)  # fmt: skip
+            self.metrics["fetchers_restarted"] += 1
+            consumer.incremental_unassign(tps)
+            consumer.incremental_assign(
+                [TopicPartition(topic, task.partition, offset) for topic, offset in offsets.items()]
+            )
+        consumer.resume(tps)
 
     def begin_restore(self, task: Task) -> None:
         """Start replaying ``task``'s changelog (RESTORING), or WAITING to try again."""

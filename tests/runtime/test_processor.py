@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import shutil
 import struct
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from rocksdict import Options, Rdict
 
 from schedulerstream.kafka import clients
@@ -56,6 +57,46 @@ def test_commit_makes_output_state_and_offsets_atomic(counter_settings: Settings
             assert store.changelog_offset() == task.committed_changelog_offset >= 0
             for key, value in store.prefix(b"count/"):
                 assert store.get(b"idx/" + key[6:]) == value
+    finally:
+        proc.close()
+
+
+class SeekRefused:
+    """The processor's consumer, except that a seek of ``partition`` is refused with _STATE,
+    as librdkafka refuses it when that partition's fetcher never started (seen in CI)."""
+
+    def __init__(self, consumer: Any, partition: int) -> None:
+        self._consumer = consumer
+        self._partition = partition
+        self.refused = 0
+
+    def seek(self, tp: TopicPartition) -> None:
+        if tp.partition == self._partition:
+            self.refused += 1
+            raise KafkaException(KafkaError(KafkaError._STATE, "Failed to seek: Erroneous state"))
+        self._consumer.seek(tp)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def test_a_task_whose_seek_is_refused_starts_by_assigning_its_inputs_again(
+    counter_settings: Settings,
+) -> None:
+    """The task's inputs are assigned again at their committed offsets: it runs, and every
+    record is processed exactly once."""
+    s = counter_settings
+    produce(s, "in", keyed(20, 5))
+    produce(s, "in-b", keyed(20, 1))
+    proc, _ = make(s)
+    refusing = SeekRefused(proc.task_manager._consumer, 1)
+    proc.task_manager._consumer = refusing  # type: ignore[assignment]
+    try:
+        drive([proc], lambda: proc.metrics["records_processed"] == 120 and proc.commit() is False)
+        assert all_running(proc)
+        assert refusing.refused >= 1 and proc.metrics["fetchers_restarted"] == 1
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 6 for k in range(20)})
+        assert committed_offsets(s, proc.group_id, "in") == end_offsets(s, "in")
     finally:
         proc.close()
 
