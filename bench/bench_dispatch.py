@@ -63,6 +63,7 @@ from schedulerstream.codec import default_codec
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.partitioner import partition_for_job_key
+from schedulerstream.scheduler.plan import dispatch_spec_json
 from schedulerstream.settings import Settings
 
 SECOND = 1_000_000
@@ -89,13 +90,15 @@ def due_runs(url: str, runs: int, tenants: int) -> list[DueRun]:
     for i in range(runs):
         job = http_job(f"t{i % tenants}", f"d{i}", url, {"every": 3600}).with_version(1)
         run_id = scheduled_run_id(job.key, instant)
+        definition = job.to_avro()
         value = codec.encode(
             "RunTriggered",
             {
                 "run_id": run_id, "tenant": job.tenant, "job_id": job.job_id,
                 "scheduled_at_us": instant, "not_before_us": instant, "emitted_at_us": instant,
                 "trigger": "scheduled", "payload_json": json.dumps(job.payload),
-                "job_version": 1, "job_definition": codec.encode("JobDefinition", job.to_avro()),
+                "job_version": 1, "job_definition": codec.encode("JobDefinition", definition),
+                "dispatch_spec_json": dispatch_spec_json(definition),
             },
         )  # fmt: skip
         body = json.dumps(

@@ -37,6 +37,7 @@ from schedulerstream.dispatcher.logic import DispatchLogic, Start, Topics
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.model import JobDefinition
 from schedulerstream.runtime.store import RocksStore
+from schedulerstream.scheduler.plan import dispatch_spec_json
 from schedulerstream.targets.base import Outcome
 
 T0 = 1_700_000_000_000_000
@@ -56,13 +57,19 @@ class Discard:
 LOOKAHEAD_S = 3
 
 
-def run_values(runs: int, tenants: int, jobs: int = 0, rate: int = 1) -> list[bytes]:
+def run_values(
+    runs: int, tenants: int, jobs: int = 0, rate: int = 1, distinct: bool = False,
+    carried: bool = True,
+) -> list[bytes]:  # fmt: skip
     """``runs`` RunTriggered records of distinct jobs, or (``jobs``) of ``jobs`` recurring jobs,
-    ``rate`` due each second: run i, of job i % jobs, is due at T0 + i // rate seconds."""
+    ``rate`` due each second: run i, of job i % jobs, is due at T0 + i // rate seconds. Every
+    job's webhook has its own URL when ``distinct``; the records carry their dispatch spec as
+    the scheduler writes it unless not ``carried``."""
     codec = default_codec()
     values = []
     for i in range(runs):
         n = i % jobs if jobs else i
+        url = f"http://127.0.0.1:1/hook{n if distinct else ''}"
         at = T0 + (i // rate) * 1_000_000 if jobs else T0
         job = JobDefinition.model_validate(
             {
@@ -70,14 +77,16 @@ def run_values(runs: int, tenants: int, jobs: int = 0, rate: int = 1) -> list[by
                 "job_id": f"d{n}",
                 "version": 1,
                 "schedule": {"every": 3600},
-                "target": {"type": "http", "url": "http://127.0.0.1:1/hook"},
+                "target": {"type": "http", "url": url},
             }
         )
+        definition = job.to_avro()
         record: dict[str, Any] = {
             "run_id": scheduled_run_id(job.key, at), "tenant": job.tenant,
             "job_id": job.job_id, "scheduled_at_us": at, "not_before_us": at,
             "emitted_at_us": at, "trigger": "scheduled", "payload_json": json.dumps({"i": n}),
-            "job_version": 1, "job_definition": codec.encode("JobDefinition", job.to_avro()),
+            "job_version": 1, "job_definition": codec.encode("JobDefinition", definition),
+            "dispatch_spec_json": dispatch_spec_json(definition) if carried else None,
         }  # fmt: skip
         values.append(codec.encode("RunTriggered", record))
     return values
@@ -110,11 +119,13 @@ def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
     return elapsed, out.records
 
 
-def steady_seconds(rate: int, jobs: int, seconds: int, tenants: int, workdir: Path) -> float:
+def steady_seconds(
+    rate: int, jobs: int, seconds: int, tenants: int, workdir: Path, **shape: bool
+) -> float:
     """Logic seconds per run over the second half of ``seconds`` simulated seconds."""
     if jobs % rate:
         raise SystemExit("--jobs must be a multiple of --rate (whole seconds between runs)")
-    values = run_values(rate * (seconds + LOOKAHEAD_S), tenants, jobs, rate)
+    values = run_values(rate * (seconds + LOOKAHEAD_S), tenants, jobs, rate, **shape)
     store = RocksStore.open(workdir / "steady")
     limits = Limits(200, 50, 1e9, 100)
     logic = DispatchLogic(default_codec(), Topics("attempts", "commands"), limits, "bench")
@@ -172,14 +183,20 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=0, help="simulated seconds (0: off)")
     parser.add_argument("--rate", type=int, default=1200, help="runs per simulated second")
     parser.add_argument("--jobs", type=int, default=12_000, help="recurring jobs (steady)")
+    parser.add_argument("--targets", choices=("shared", "distinct"), default="shared",
+                        help="one webhook URL for all jobs, or one per job")  # fmt: skip
+    parser.add_argument("--spec", choices=("carried", "none"), default="carried",
+                        help="runs carry their dispatch spec, or only the definition")  # fmt: skip
     args = parser.parse_args()
+    shape = {"distinct": args.targets == "distinct", "carried": args.spec == "carried"}
     if args.steady:
         with tempfile.TemporaryDirectory() as tmp:
-            per_run = steady_seconds(args.rate, args.jobs, args.steady, args.tenants, Path(tmp))
+            per_run = steady_seconds(args.rate, args.jobs, args.steady, args.tenants, Path(tmp),
+                                     **shape)  # fmt: skip
         print(json.dumps({"steady_us_per_run": round(per_run * 1e6, 1), "rate": args.rate,
                           "jobs": args.jobs, "seconds": args.steady}))  # fmt: skip
         return
-    values = run_values(args.runs, args.tenants)
+    values = run_values(args.runs, args.tenants, **shape)
     with tempfile.TemporaryDirectory() as tmp:
         logic_s, records = logic_seconds(values, Path(tmp))
         store_s = store_seconds(args.runs, Path(tmp))
@@ -189,6 +206,8 @@ def main() -> None:
         "store_us_per_run": round(store_s / args.runs * 1e6, 1),
         "logic_vs_store": round(logic_s / store_s, 2),
         "records_per_run": round(records / args.runs, 2),
+        "targets": args.targets,
+        "spec": args.spec,
     }
     print(json.dumps(result))
 

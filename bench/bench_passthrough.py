@@ -49,6 +49,7 @@ from schedulerstream.kafka import clients
 from schedulerstream.model import JobDefinition
 from schedulerstream.runtime import Processor, TaskContext, Topology
 from schedulerstream.scheduler.keys import job_store_key
+from schedulerstream.scheduler.plan import dispatch_spec_json
 from schedulerstream.scheduler.state import JobState
 from schedulerstream.settings import Settings, load_settings
 
@@ -88,7 +89,8 @@ def workload(codec: Codec, records: int, instant_us: int) -> list[Workload]:
             {"tenant": "big", "job_id": f"j{i}", "schedule": {"every": 3600, "phase": phase},
              "target": {"type": "kafka", "topic": "bench.out"}}
         ).with_version(version + i)  # fmt: skip
-        definition = codec.encode("JobDefinition", job.to_avro())
+        record = job.to_avro()
+        definition = codec.encode("JobDefinition", record)
         before = JobState(job.version or 0, definition, False, instant_us - HOUR_US)
         before.next_fire_us = before.next_not_before_us = before.next_emit_us = instant_us
         after = before.copy()
@@ -99,7 +101,8 @@ def workload(codec: Codec, records: int, instant_us: int) -> list[Workload]:
             "RunTriggered",
             {"run_id": run_id, "tenant": "big", "job_id": f"j{i}", "scheduled_at_us": instant_us,
              "not_before_us": instant_us, "emitted_at_us": instant_us, "trigger": "scheduled",
-             "payload_json": None, "job_version": job.version, "job_definition": definition},
+             "payload_json": None, "job_version": job.version, "job_definition": definition,
+             "dispatch_spec_json": dispatch_spec_json(record)},
         )  # fmt: skip
         found.append(Workload(job.key.encode(), before.encode(codec), after.encode(codec),
                               run_id.encode(), run))  # fmt: skip

@@ -30,6 +30,7 @@ CORE = frozenset(
         "clock",
         "codec",
         "contracts",
+        "dispatch_spec",
         "durations",
         "errors",
         "histogram",

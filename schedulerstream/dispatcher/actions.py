@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from schedulerstream.dispatcher.spec import TargetConfig
+from schedulerstream.dispatch_spec import TargetConfig
 from schedulerstream.model import HttpTarget, SqsTarget
 from schedulerstream.targets.base import Delivery
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from schedulerstream import notices
 from schedulerstream.codec import Codec
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.dispatcher.spec import DispatchSpec
 from schedulerstream.ingest import pause_job_command
 from schedulerstream.runtime.store import StateStore
 

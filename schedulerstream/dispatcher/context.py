@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher.actions import Action
 from schedulerstream.dispatcher.events import Output
 from schedulerstream.dispatcher.fairness import DeficitRing
 from schedulerstream.dispatcher.index import PartitionIndex
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.dispatcher.spec import DispatchSpec
 from schedulerstream.dispatcher.states import AttemptOutcome
 from schedulerstream.runtime.store import StateStore
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from schedulerstream import notices
 from schedulerstream.codec import Codec
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.actions import Action, Cancel, Start, target_host
 from schedulerstream.dispatcher.aftermath import after_finish
@@ -33,7 +34,7 @@ from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.retention import DEDUPE_RETENTION_US, Retention
 from schedulerstream.dispatcher.retries import Retries
 from schedulerstream.dispatcher.selection import FairSelection
-from schedulerstream.dispatcher.spec import DispatchSpec, SpecReader
+from schedulerstream.dispatcher.spec import SpecReader
 from schedulerstream.dispatcher.states import (
     BUFFERED,
     IN_FLIGHT,
@@ -231,9 +232,7 @@ class DispatchLogic:
                 self.counters.duplicates += 1
                 return
             self._unindex(pc.store, old)
-        job_key, spec = self.specs.read(  # validates (else: rejected)
-            rec["job_definition"], f"{rec['tenant']}/{rec['job_id']}", rec["job_version"]
-        )
+        spec = self._spec(rec)  # validates (else: rejected)
         if rec["trigger"] == notices.NOTIFICATION:
             spec = spec.notice()  # the job's notify target (the scheduler's "paused" notice)
         run = RunRecord(
@@ -243,11 +242,20 @@ class DispatchLogic:
             job_version=rec["job_version"], spec=spec,
             status=QUEUED if old is None else old.status,  # it replaces ``old``
         )  # fmt: skip
-        if job_key != run.job_key:
-            raise ValueError(f"run {run.run_id!r} carries the definition of {job_key!r}")
         self.counters.accepted += 1
         self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
         self.enqueue(pc, run, run.not_before_us)
+
+    def _spec(self, rec: dict[str, Any]) -> DispatchSpec:
+        """The run's spec: the one it carries, else its definition snapshot's."""
+        text = rec.get("dispatch_spec_json")
+        if text is not None:
+            return self.specs.read_json(text)
+        run_key = f"{rec['tenant']}/{rec['job_id']}"
+        job_key, spec = self.specs.read(rec["job_definition"], run_key, rec["job_version"])
+        if job_key != run_key:
+            raise ValueError(f"run {rec['run_id']!r} carries the definition of {job_key!r}")
+        return spec
 
     def _revoked(self, pc: PartitionContext, rec: dict[str, Any],
                  now_us: int) -> list[Action]:  # fmt: skip

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from schedulerstream.dispatcher.spec import DispatchSpec
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher.states import (
     BUFFERED,
     OUTCOME_OF,

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.actions import Action, Start, target_host
 from schedulerstream.dispatcher.context import PartitionContext
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.dispatcher.spec import DispatchSpec
 from schedulerstream.dispatcher.states import QUEUED
 
 # (context, run, its queue key, now, actions) → may its first attempt start

@@ -435,6 +435,7 @@ class SchedulerLogic:
                 "payload_json": e.payload_json,
                 "job_version": plan.version,
                 "job_definition": plan.definition,
+                "dispatch_spec_json": plan.dispatch_spec_json,
             },
         )
 

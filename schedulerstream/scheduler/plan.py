@@ -8,8 +8,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from schedulerstream.dispatch_spec import spec_of_definition
+from schedulerstream.errors import ValidationError
 from schedulerstream.ids import scheduled_run_id
-from schedulerstream.scheduler.records import run_parts
+from schedulerstream.scheduler.records import RunParts, run_parts
 from schedulerstream.timing import Schedule
 from schedulerstream.timing.spec import schedule_of
 
@@ -30,7 +32,8 @@ class JobPlan:
     payload_json: str | None
     definition: bytes
     lead_us: int = 0
-    run_parts: tuple[bytes, bytes] = (b"", b"")  # records.run_parts of this job
+    run_parts: RunParts = (b"", b"", b"")  # records.run_parts of this job
+    dispatch_spec_json: str | None = None
 
     def jitter_of(self, run_id: str) -> int:
         """Deterministic, bounded delay in ``[0, jitter)`` for one run."""
@@ -77,6 +80,7 @@ def build_plan(
 ) -> JobPlan:
     schedule = schedule_of(record["schedule"])
     tenant, job_id, version = record["tenant"], record["job_id"], record["version"]
+    spec = dispatch_spec_json(record)
     return JobPlan(
         key=f"{tenant}/{job_id}",
         tenant=tenant,
@@ -90,8 +94,18 @@ def build_plan(
         payload_json=record["payload_json"],
         definition=definition,
         lead_us=lead_for(schedule, sparse_us, burst_lead_us) if burst_lead_us else 0,
-        run_parts=run_parts(tenant, job_id, record["payload_json"], version, definition),
+        run_parts=run_parts(tenant, job_id, record["payload_json"], version, definition, spec),
+        dispatch_spec_json=spec,
     )
+
+
+def dispatch_spec_json(record: dict[str, Any]) -> str | None:
+    """The wire form of the job's dispatch spec; None for a definition the dispatcher will
+    reject (it then reads the definition, and names what is wrong in its rejection)."""
+    try:
+        return spec_of_definition(record).to_json()
+    except ValidationError:
+        return None
 
 
 class PlanCache:

@@ -17,6 +17,7 @@ from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
 _NULL = b"\x00"
 _EMPTY = b"\x00"  # an empty array (a zero block count)
+RunParts = tuple[bytes, bytes, bytes]  # see run_parts
 
 
 def _optional(n: int | None) -> bytes:
@@ -24,12 +25,13 @@ def _optional(n: int | None) -> bytes:
 
 
 def run_parts(tenant: str, job_id: str, payload_json: str | None, version: int,
-              definition: bytes) -> tuple[bytes, bytes]:  # fmt: skip
-    """A job's constant parts of its run records: the fields after the run id, and those
-    after the trigger up to the definition's bytes (which follow)."""
+              definition: bytes, spec_json: str | None) -> RunParts:  # fmt: skip
+    """A job's constant parts of its run records: the fields after the run id, those after
+    the trigger up to the definition's bytes (which follow), and its dispatch spec."""
     head = string_bytes(tenant) + string_bytes(job_id)
     payload = _NULL if payload_json is None else b"\x02" + string_bytes(payload_json)
-    return head, payload + long_bytes(version) + long_bytes(len(definition))
+    spec = _NULL if spec_json is None else b"\x02" + string_bytes(spec_json)
+    return head, payload + long_bytes(version) + long_bytes(len(definition)), spec
 
 
 class FastRecords:
@@ -51,7 +53,7 @@ class FastRecords:
             return None
 
     def run(
-        self, run_id: str, parts: tuple[bytes, bytes], definition: bytes,
+        self, run_id: str, parts: RunParts, definition: bytes,
         scheduled_at_us: int, not_before_us: int, emitted_at_us: int, trigger: str,
     ) -> bytes:  # fmt: skip
         """A RunTriggered record of the job whose ``run_parts`` are ``parts``."""
@@ -61,7 +63,7 @@ class FastRecords:
         return b"".join((
             self.run_header, string_bytes(run_id), parts[0], instant_bytes(scheduled_at_us),
             instant_bytes(not_before_us), instant_bytes(emitted_at_us), encoded, parts[1],
-            definition,
+            definition, parts[2],
         ))  # fmt: skip
 
     def job(self, state: JobState) -> bytes:
@@ -110,10 +112,10 @@ class FastRecords:
             "run_id": "t/j@20240101T000000Z", "tenant": "t", "job_id": "j",
             "scheduled_at_us": 1 << 52, "not_before_us": -1, "emitted_at_us": 63,
             "trigger": "scheduled", "payload_json": '{"a": "é"}', "job_version": 1 << 60,
-            "job_definition": b"\x01" * 200,
+            "job_definition": b"\x01" * 200, "dispatch_spec_json": '["é",1.5]',
         }  # fmt: skip
         parts = run_parts("t", "j", record["payload_json"], record["job_version"],
-                          record["job_definition"])  # fmt: skip
+                          record["job_definition"], record["dispatch_spec_json"])  # fmt: skip
         fast = self.run(record["run_id"], parts, record["job_definition"],
                         record["scheduled_at_us"], record["not_before_us"],
                         record["emitted_at_us"], record["trigger"])  # fmt: skip

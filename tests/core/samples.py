@@ -102,7 +102,21 @@ def sample_records(name: str) -> list[dict[str, Any]]:
                 "payload_json": '{"a": 1}',
                 "job_version": 7,
                 "job_definition": b"\xc3\x01definition-bytes",
-            }
+                "dispatch_spec_json": None,
+            },
+            {
+                "run_id": "acme/nightly-backup@20241201T210000Z",
+                "tenant": "acme",
+                "job_id": "nightly-backup",
+                "scheduled_at_us": T + 86_400_000_000,
+                "not_before_us": T + 86_400_000_000,
+                "emitted_at_us": T,
+                "trigger": "catch_up",
+                "payload_json": None,
+                "job_version": 8,
+                "job_definition": b"\xc3\x01definition-bytes",
+                "dispatch_spec_json": '["{\\"url\\":\\"https://h.test\\"}",30.0]',
+            },
         ],
         "RunRevoked": [
             {

@@ -93,7 +93,7 @@ def test_encode_rejects_records_that_do_not_match() -> None:
 def test_current_schema_is_frozen_in_history(name: str) -> None:
     fp = CODEC.current[name].fingerprint.hex()
     assert (HISTORY_DIR / name / f"{fp}.avsc").exists(), (
-        f"schema {name} changed: run `schedulerstream schemas freeze` and commit history/"
+        f"schema {name} changed: run schedulerstream.codec.freeze_history() and commit history/"
     )
 
 

@@ -11,6 +11,7 @@ from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
 from schedulerstream.model import JobDefinition
 from schedulerstream.runtime.store import prefix_end
+from schedulerstream.scheduler.plan import dispatch_spec_json
 from schedulerstream.targets.base import Outcome
 from tests.scheduler.harness import SortedStore
 
@@ -48,9 +49,13 @@ def run_triggered(
     at: int = T0,
     version: int = 1,
     not_before: int | None = None,
+    carried: bool = True,
     **extra: Any,
 ) -> bytes:
+    """A run as the scheduler writes it: with its dispatch spec unless not ``carried``."""
     instant = at + n * SECOND
+    snapshot = definition(tenant, job_id, version, **extra)
+    spec = dispatch_spec_json(CODEC.decode_as("JobDefinition", snapshot)) if carried else None
     return CODEC.encode(
         "RunTriggered",
         {
@@ -63,7 +68,8 @@ def run_triggered(
             "trigger": "scheduled",
             "payload_json": json.dumps({"n": n}),
             "job_version": version,
-            "job_definition": definition(tenant, job_id, version, **extra),
+            "job_definition": snapshot,
+            "dispatch_spec_json": spec,
         },
     )
 

@@ -14,6 +14,7 @@ from schedulerstream.codec import default_codec
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.partitioner import partition_for_job_key
+from schedulerstream.scheduler.plan import dispatch_spec_json
 from schedulerstream.settings import Settings
 from tests.support.runs import read_events
 
@@ -37,6 +38,8 @@ def job(tenant: str, job_id: str, url: str, **extra: Any) -> JobDefinition:
 def run_value(
     definition: JobDefinition, instant_us: int, not_before_us: int | None = None
 ) -> bytes:
+    """The run as the scheduler writes it, with its dispatch spec."""
+    snapshot = definition.to_avro()
     return CODEC.encode(
         "RunTriggered",
         {
@@ -49,7 +52,8 @@ def run_value(
             "trigger": "scheduled",
             "payload_json": json.dumps({"job": definition.job_id}),
             "job_version": definition.version or 0,
-            "job_definition": CODEC.encode("JobDefinition", definition.to_avro()),
+            "job_definition": CODEC.encode("JobDefinition", snapshot),
+            "dispatch_spec_json": dispatch_spec_json(snapshot),
         },
     )
 

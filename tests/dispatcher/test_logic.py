@@ -8,7 +8,7 @@ import pytest
 
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.states import IN_FLIGHT
-from schedulerstream.errors import StateError
+from schedulerstream.errors import StateError, ValidationError
 from schedulerstream.targets.base import Outcome
 
 from .harness import (
@@ -324,7 +324,7 @@ def test_restart_rebuilds_the_tenant_queues() -> None:
 
 def test_a_definition_of_another_job_is_refused() -> None:
     h = Harness()
-    bad = run_triggered(job_id="j1")
+    bad = run_triggered(job_id="j1", carried=False)
     from .harness import CODEC
 
     record = CODEC.decode(bad)[1]
@@ -460,3 +460,29 @@ def test_a_cold_restore_from_the_changelog_rebuilds_queues_and_active_runs() -> 
         assert {k for k, _ in fresh.range(b"q/", b"q0")} == {
             k for k, _ in h.store.range(b"q/", b"q0")
         }
+
+
+def test_a_run_carrying_a_bad_spec_is_refused_naming_it_and_another_tenant_runs() -> None:
+    from .harness import CODEC
+
+    h = Harness()
+    record = CODEC.decode(run_triggered(tenant="evil"))[1]
+    record["dispatch_spec_json"] = record["dispatch_spec_json"].replace('"allow"', '"often"')
+    with pytest.raises(ValidationError, match="overlap_policy"):
+        h.run(CODEC.encode("RunTriggered", record))
+    h.run(run_triggered(tenant="acme"))
+    assert [s.tenant for s in h.tick()] == ["acme"]
+    assert h.logic.load(h.store, run_id(tenant="evil")) is None
+
+
+def test_the_carried_spec_is_what_a_run_is_dispatched_with() -> None:
+    from .harness import CODEC
+
+    h = Harness()
+    record = CODEC.decode(run_triggered(timeout=7))[1]
+    record["dispatch_spec_json"] = record["dispatch_spec_json"].replace(",7.0,", ",9.0,")
+    h.run(CODEC.encode("RunTriggered", record))
+    old = CODEC.decode(run_triggered(1, timeout=7, carried=False))[1]
+    assert old["dispatch_spec_json"] is None  # an older scheduler's run: its definition is read
+    h.run(CODEC.encode("RunTriggered", old))
+    assert [s.delivery.deadline for s in h.tick()] == [9.0, 7.0]

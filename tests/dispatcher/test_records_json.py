@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.records import RunRecord
-from schedulerstream.dispatcher.spec import DispatchSpec
 
 SPEC = DispatchSpec('{"type":"http","url":"https://x.test/é"}', 2.5, "allow", "at_least_once",
                     (3, 1.0, 2.0, 60.0, 1e-05))  # fmt: skip

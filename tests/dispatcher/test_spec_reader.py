@@ -1,5 +1,5 @@
-"""SpecReader: a run's definition snapshot read into a DispatchSpec once per job version, kept
-within a byte budget and never by the snapshot's bytes."""
+"""SpecReader: a run's carried spec read once per distinct spec, a definition snapshot once per
+job version; both kept within a byte budget, never by the snapshot's bytes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from schedulerstream.codec import default_codec
+from schedulerstream.dispatch_spec import DispatchSpec
+from schedulerstream.dispatcher import spec as spec_module
 from schedulerstream.dispatcher.spec import ENTRY_BYTES, SpecReader
 from schedulerstream.errors import ValidationError
 from schedulerstream.model import JobDefinition
@@ -69,3 +71,40 @@ def test_a_bad_snapshot_raises_every_time_and_is_not_kept() -> None:
         with pytest.raises(ValidationError, match="timeout"):
             reader.read(raw, "acme/j", 1)
     assert reader.decoded == 2 and len(reader) == 0 and reader.cached_bytes == 0
+
+
+def carried(job_id: str, url: str) -> str:
+    return DispatchSpec.of(job(job_id, 1, url)).to_json()
+
+
+def test_runs_of_jobs_with_one_spec_share_its_entry_and_validate_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[str] = []
+    real = spec_module.spec_of_json
+    monkeypatch.setattr(spec_module, "spec_of_json", lambda t: checked.append(t) or real(t))
+    reader = SpecReader(CODEC, 1 << 20)
+    shared = [reader.read_json(carried(f"j{n}", "https://hooks.test/a")) for n in range(50)]
+    assert all(spec is shared[0] for spec in shared) and len(checked) == 1
+    other = reader.read_json(carried("j0", "https://hooks.test/b"))
+    assert "hooks.test/b" in other.target_json and len(checked) == 2 and len(reader) == 2
+    assert reader.cached_bytes == sum(
+        ENTRY_BYTES + len(spec.to_json()) + len(spec.target_json) for spec in (shared[0], other)
+    )
+
+
+def test_a_bad_carried_spec_raises_every_time_and_is_not_kept() -> None:
+    reader = SpecReader(CODEC, 1 << 20)
+    bad = carried("j", "https://hooks.test/a").replace("https://hooks.test/a", "ftp://x")
+    for _ in range(2):
+        with pytest.raises(ValidationError, match=r"http\.url"):
+            reader.read_json(bad)
+    assert len(reader) == 0 and reader.cached_bytes == 0
+
+
+def test_carried_specs_are_kept_within_the_bytes_too() -> None:
+    specs = [carried(f"j{n}", f"https://hooks.test/{n}") for n in range(10)]
+    reader = SpecReader(CODEC, 3 * (ENTRY_BYTES + 2 * len(specs[0])))
+    for text in specs:
+        reader.read_json(text)
+    assert len(reader) == 3 and reader.cached_bytes <= reader.cache_bytes

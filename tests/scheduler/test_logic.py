@@ -6,10 +6,12 @@ import itertools
 
 import pytest
 
+from schedulerstream.dispatch_spec import spec_of_definition, spec_of_json
 from schedulerstream.ingest import RejectedRecord
 from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
+from schedulerstream.scheduler.plan import dispatch_spec_json
 
-from .harness import Harness, command, definition, us
+from .harness import CODEC, Harness, command, definition, us
 
 T0 = us("2025-01-06T10:00:30Z")
 
@@ -365,3 +367,25 @@ def test_a_job_due_below_the_floor_still_fires() -> None:
     h.tick_until(us("2025-01-06T10:00:36Z"))
     fired = [r.split("@")[1] for r in h.run_ids() if r.startswith("acme/fast@")]
     assert len(fired) == len(set(fired)) and "20250106T100040Z" in fired
+
+
+def test_each_run_carries_its_versions_dispatch_spec() -> None:
+    h = started()
+    h.put(definition(1, timeout=5))
+    h.tick_until(us("2025-01-06T10:01:00Z"))
+    h.put(definition(2, timeout=9, overlap_policy="forbid"))
+    h.tick_until(us("2025-01-06T10:02:00Z"))
+    runs = h.out.runs()
+    assert [r["job_version"] for r in runs] == [1, 2]
+    for r in runs:
+        snapshot = CODEC.decode_as("JobDefinition", r["job_definition"])
+        assert spec_of_json(r["dispatch_spec_json"]) == spec_of_definition(snapshot)
+    assert [spec_of_json(r["dispatch_spec_json"]).timeout for r in runs] == [5.0, 9.0]
+
+
+def test_a_definition_the_dispatcher_would_refuse_carries_no_spec() -> None:
+    record = CODEC.decode_as("JobDefinition", definition(1))
+    record["timeout_us"] = 0
+    # (the scheduler's ingest refuses such a definition; were one to pass, its runs would
+    # carry none and the dispatcher would name what is wrong from the snapshot)
+    assert dispatch_spec_json(record) is None

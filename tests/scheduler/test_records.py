@@ -34,7 +34,8 @@ def test_a_job_record_is_the_codecs(state: JobState) -> None:
 
 @pytest.mark.parametrize("payload", [None, "", '{"k": "é…"}', "x" * 10_000])
 @pytest.mark.parametrize("trigger", ["scheduled", "catch_up", "backfill", "manual"])
-def test_a_run_record_is_the_codecs(payload: str | None, trigger: str) -> None:
+@pytest.mark.parametrize("spec", [None, '["{\\"url\\":\\"https://h.test/é\\"}",30.0]'])
+def test_a_run_record_is_the_codecs(payload: str | None, trigger: str, spec: str | None) -> None:
     codec = default_codec()
     fast = FastRecords.for_codec(codec)
     assert fast is not None
@@ -45,8 +46,9 @@ def test_a_run_record_is_the_codecs(payload: str | None, trigger: str) -> None:
             "job_id": "job.1", "scheduled_at_us": instant, "not_before_us": instant + 1,
             "emitted_at_us": -instant, "trigger": trigger, "payload_json": payload,
             "job_version": 1_733_000_000_123_456, "job_definition": definition,
+            "dispatch_spec_json": spec,
         }  # fmt: skip
-        parts = run_parts("tenant-a", "job.1", payload, 1_733_000_000_123_456, definition)
+        parts = run_parts("tenant-a", "job.1", payload, 1_733_000_000_123_456, definition, spec)
         value = fast.run(record["run_id"], parts, definition, instant, instant + 1, -instant,
                          trigger)  # fmt: skip
         assert value == codec.encode("RunTriggered", record)
