@@ -130,8 +130,9 @@ def retry_policy(fields: RetryFields) -> RetryPolicy:
     )
 
 
-def spec_of_definition(record: dict[str, Any]) -> DispatchSpec:
-    """The validated spec of a decoded ``JobDefinition`` Avro record."""
+def spec_of_definition(record: dict[str, Any], *, check: bool = True) -> DispatchSpec:
+    """The spec of a decoded ``JobDefinition`` Avro record, validated unless not ``check``
+    (for a definition the job model validated already)."""
     retry = record["retry"]
     notify = notify_from_avro(record.get("notify"))
     spec = DispatchSpec(
@@ -150,7 +151,7 @@ def spec_of_definition(record: dict[str, Any]) -> DispatchSpec:
         None if notify is None else canonical(notify["target"]),
         () if notify is None else tuple(notify["on"]),
     )
-    return checked(spec)
+    return checked(spec) if check else spec
 
 
 def spec_of_json(text: str) -> DispatchSpec:

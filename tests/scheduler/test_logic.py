@@ -9,7 +9,6 @@ import pytest
 from schedulerstream.dispatch_spec import spec_of_definition, spec_of_json
 from schedulerstream.ingest import RejectedRecord
 from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
-from schedulerstream.scheduler.plan import dispatch_spec_json
 
 from .harness import CODEC, Harness, command, definition, us
 
@@ -381,11 +380,3 @@ def test_each_run_carries_its_versions_dispatch_spec() -> None:
         snapshot = CODEC.decode_as("JobDefinition", r["job_definition"])
         assert spec_of_json(r["dispatch_spec_json"]) == spec_of_definition(snapshot)
     assert [spec_of_json(r["dispatch_spec_json"]).timeout for r in runs] == [5.0, 9.0]
-
-
-def test_a_definition_the_dispatcher_would_refuse_carries_no_spec() -> None:
-    record = CODEC.decode_as("JobDefinition", definition(1))
-    record["timeout_us"] = 0
-    # (the scheduler's ingest refuses such a definition; were one to pass, its runs would
-    # carry none and the dispatcher would name what is wrong from the snapshot)
-    assert dispatch_spec_json(record) is None
