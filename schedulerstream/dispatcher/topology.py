@@ -218,6 +218,7 @@ class DispatcherTopology(Topology):
         partition = ctx.partition
         rebuilt = partition in self._rebuilding
         self._rebuilding.discard(partition)
+        self._revoking.discard(partition)  # a revocation of an earlier life of it is over
         if not rebuilt:
             self.executor.cancel_partition(partition)
             self._completed.pop(partition, None)

@@ -279,7 +279,7 @@ class TaskManager:
         """Revoked: commit first (the revoked partitions' offsets included), then close."""
         log.info("revoked %s", _names(partitions))
         revoked = {(tp.topic, tp.partition) for tp in partitions}
-        closing = {p for _, p in revoked if p in self.tasks}
+        closing = {p for _, p in revoked if p in self.tasks and self._ran(self.tasks[p])}
         for partition in closing:
             self.topology.on_revoking(partition)
         if closing:
@@ -333,11 +333,16 @@ class TaskManager:
         self.committer.quarantine.forget(partition)
         if self._restorer is not None:
             self._restorer.stop(task)
-        rebuilt = partition in self._rebuilt  # stopped before it ran again
+        ran = self._ran(task)
         self._rebuilt.discard(partition)
-        if task.state is TaskState.RUNNING or rebuilt:
+        if ran:
             self.topology.on_stopped(partition)
         task.close()
+
+    def _ran(self, task: Task) -> bool:
+        """Whether ``task`` ran (or is rebuilt in place since it ran): only such a task gets
+        ``on_revoking`` and then ``on_stopped``; one restoring for the first time neither."""
+        return task.state is TaskState.RUNNING or task.partition in self._rebuilt
 
     def close(self) -> None:
         for partition in list(self.tasks):
