@@ -14,15 +14,19 @@ from harness.procs import ReceiverProcess
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.model import KafkaTarget
+from schedulerstream.partitioner import partition_for_job_key
 from schedulerstream.settings import Settings
 from tests.dispatcher.conftest import SpawnDispatcher
 from tests.dispatcher.support import (
+    CODEC,
     SECOND,
     Runs,
     attempt_events,
     body,
     job,
     kinds,
+    run_id_of,
+    run_value,
     wait_for,
 )
 from tests.support.runs import read_events
@@ -371,3 +375,32 @@ def test_runs_armed_ahead_are_sent_at_their_due_time_and_never_before(
     started_at = {rid: [e["at_us"] for e in events[rid] if e["kind"] == "started"] for rid in due}
     armed = [rid for rid in due if started_at[rid] == [due[rid]]]
     assert len(armed) >= len(due) - 1, started_at  # one tick may stall on a busy machine
+
+
+def test_a_run_carrying_a_bad_spec_is_rejected_naming_it_and_the_next_run_is_delivered(
+    topo: Settings, dispatcher: SpawnDispatcher, receiver: ReceiverProcess, runs: Runs
+) -> None:
+    dispatcher()
+    bad = job("evil", "spec", receiver.url("/ok"))
+    home = partition_for_job_key(bad.key, topo.partitions)
+    good = next(
+        j for j in (job("acme", f"beside-{i}", receiver.url("/ok")) for i in range(1000))
+        if partition_for_job_key(j.key, topo.partitions) == home
+    )  # fmt: skip
+    instant = now_us()
+    record = CODEC.decode_as("RunTriggered", run_value(bad, instant))
+    record["dispatch_spec_json"] = record["dispatch_spec_json"].replace('"allow"', '"often"')
+    bad_rid = run_id_of(bad, instant)
+    runs.producer.produce(topo.topic("runs"), key=bad_rid.encode(),
+                          value=CODEC.encode("RunTriggered", record),
+                          partition=home)  # fmt: skip
+    good_rid = runs.trigger(good, instant)  # the same partition, after the bad run
+    runs.flush()
+    assert events_of(topo, good_rid, "succeeded")[-1] == ("succeeded", 1)
+    rejected = wait_for(
+        lambda: [m for m in read_events(topo, "rejected", 1.0) if m.key() == bad_rid.encode()],
+        30, "the bad run rejected",
+    )  # fmt: skip
+    reason = dict(rejected[0].headers())["rejected.reason"].decode()
+    assert "overlap_policy" in reason and "often" in reason, reason
+    assert receiver.requests(bad_rid) == []
