@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"
+    # net allocations between young-generation collections of Python's cyclic garbage collector
+    # in the processors and the delivery child (gc_policy.py; 0: Python's 700)
+    gc_young_threshold: int = Field(default=10_000, ge=0, le=10_000_000)
     # the web console (/ui): a key that reads every tenant's jobs and runs (empty: none)
     operator_key: str = Field(default="", repr=False)
 

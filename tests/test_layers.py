@@ -33,6 +33,7 @@ CORE = frozenset(
         "dispatch_spec",
         "durations",
         "errors",
+        "gc_policy",
         "histogram",
         "ids",
         "ingest",

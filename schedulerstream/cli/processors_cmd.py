@@ -12,6 +12,7 @@ import click
 
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.gc_policy import tune_gc
 from schedulerstream.kafka.access import check_access
 from schedulerstream.kafka.topics import wait_for_topics
 from schedulerstream.logs import configure_logging
@@ -63,6 +64,7 @@ def supervise(name: str, args: list[str], processes: int) -> None:
 def run_processor(settings: Settings, topology: Topology) -> None:
     """Run ``topology`` until SIGTERM/SIGINT; the open transaction is committed first."""
     wait_for_topics(settings, [*topology.input_topics, topology.changelog_topic])
+    tune_gc(settings.gc_young_threshold)
     processor = Processor(settings, topology)
     install_signal_handlers(processor)
     exporter = serve(settings, processor)  # /metrics when SCHEDULERSTREAM_METRICS_PORT is set

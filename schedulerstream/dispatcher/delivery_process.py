@@ -34,6 +34,7 @@ from typing import Any
 
 from schedulerstream.dispatcher.executor import GRACE_S, AttemptKey, Completion, Executor, Gate
 from schedulerstream.errors import DependencyDown
+from schedulerstream.gc_policy import tune_gc
 from schedulerstream.targets.base import Delivery, Sender
 from schedulerstream.targets.http import HttpSender
 
@@ -62,7 +63,7 @@ def unframe(buffer: bytearray) -> list[Any]:
 class DeliveryProcess:
     """The ``Executor`` interface; the attempts run in a child process (see the module)."""
 
-    def __init__(self, *, allow_private: bool, grace_s: float = GRACE_S) -> None:
+    def __init__(self, *, allow_private: bool, grace_s: float = GRACE_S, gc_young: int = 0) -> None:
         self._grace_s = grace_s
         ours, theirs = socket.socketpair()
         self._process = subprocess.Popen(
@@ -72,7 +73,7 @@ class DeliveryProcess:
         ours.setblocking(False)
         self._sock = ours
         self._received = bytearray()
-        self._pending: list[tuple[Any, ...]] = [("options", allow_private, grace_s)]
+        self._pending: list[tuple[Any, ...]] = [("options", allow_private, grace_s, gc_young)]
         self._live: set[AttemptKey] = set()
         self._gate: Gate | None = None
         self._closed = False
@@ -256,6 +257,7 @@ class _Child:
             self.executor.set_gate(self.gate, command[3])
         elif kind == "options":
             self.allow_private, self.grace_s = command[1], command[2]
+            tune_gc(command[3])
         else:
             raise ValueError(f"unknown command {kind!r}")
 

@@ -422,5 +422,6 @@ class DispatcherTopology(Topology):
 def _deliveries(settings: Settings) -> Deliveries:
     """The delivery loop ``settings.dispatch_delivery`` asks for."""
     if settings.dispatch_delivery == "process":
-        return DeliveryProcess(allow_private=settings.allow_private_targets)
+        return DeliveryProcess(allow_private=settings.allow_private_targets,
+                               gc_young=settings.gc_young_threshold)  # fmt: skip
     return Executor()
