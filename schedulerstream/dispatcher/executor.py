@@ -32,10 +32,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from schedulerstream.dispatcher.waiting import AttemptKey, Submission, WaitingRoom
 from schedulerstream.targets.base import Delivery, Outcome, Sender
 
 GRACE_S = 1.0
-AttemptKey = tuple[int, str, int]  # (partition, run id, attempt)
+__all__ = ["GRACE_S", "AttemptKey", "Completion", "Deliveries", "Executor", "Gate"]
 
 
 class Gate(Protocol):
@@ -115,7 +116,7 @@ class Executor:
         self._thread = threading.Thread(target=self.run, name="dispatch-loop", daemon=True)
         self._on_complete = on_complete
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
-        self._submitted: collections.deque[_Submission] = collections.deque()
+        self._submitted: collections.deque[Submission] = collections.deque()
         self._wake_pending = False
         self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
         self._tasks: dict[AttemptKey, asyncio.Task[Outcome]] = {}  # loop thread only
@@ -125,10 +126,10 @@ class Executor:
         self._sweeping = False  # a sweep is scheduled (loop)
         self._gate: Gate | None = None
         self._ttl_s = 0.0
-        self._waiting: collections.deque[_Submission] = collections.deque()  # (loop)
+        self._waiting = WaitingRoom()  # (loop)
         self._running_in = _Counts()  # attempts running, by tenant and host (loop)
         self._held: set[int] = set()  # partitions whose waiting starts may not start
-        self._armed: list[tuple[float, int, _Submission]] = []  # heap by send time (loop)
+        self._armed: list[tuple[float, int, Submission]] = []  # heap by send time (loop)
         self._armed_seq = itertools.count()
         self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
         self._arm_timer_at = 0.0
@@ -169,7 +170,7 @@ class Executor:
         (``time.monotonic``, when its start committed; default: when the loop takes it)."""
         key = (partition, delivery.run_id, delivery.attempt)
         self._live.add(key)
-        item = _Submission(key, tenant, host, delivery, target, config)
+        item = Submission(key, tenant, host, delivery, target, config)
         if committed_at is not None:  # the loop's clock is time.monotonic (the default loop)
             item.arrived = committed_at
         if delay_s > 0:
@@ -192,7 +193,7 @@ class Executor:
             if item.send_at > now:
                 heapq.heappush(self._armed, (item.send_at, next(self._armed_seq), item))
             else:
-                self._waiting.append(item)
+                self._waiting.add(item)
         self._start_waiting(now)
         self._arm()
 
@@ -213,7 +214,7 @@ class Executor:
         now = self._loop.time()
         armed = self._armed
         while armed and armed[0][0] <= now:
-            self._waiting.append(heapq.heappop(armed)[2])
+            self._waiting.add(heapq.heappop(armed)[2])
         self._start_waiting(now)
         self._arm()
 
@@ -221,26 +222,31 @@ class Executor:
         """(loop thread) Start what the gate admits, oldest first; end the expired."""
         gate, waiting, counts = self._gate, self._waiting, self._running_in
         if gate is None:
-            while waiting:
-                self._start(waiting.popleft(), now)
+            for item in waiting.take_all():
+                self._start(item, now)
         else:
-            blocked: list[_Submission] = []
+
+            def host_has_room(host: str | None) -> bool:
+                return host is None or counts.by_host[host] < gate.host_concurrency
+
+            def tenant_has_room(tenant: str) -> bool:
+                return counts.by_tenant[tenant] < gate.tenant_concurrency_of(tenant)
+
             while waiting and counts.total < gate.concurrency:
-                item = waiting.popleft()
-                if item.key[0] in self._held:
-                    blocked.append(item)
-                elif now - item.arrived > self._ttl_s:
-                    self._expire(item)
-                elif counts.admits(item, gate):
-                    self._start(item, now)
+                found = waiting.next_admitted(host_has_room, tenant_has_room)
+                if found is None:
+                    break
+                if found.key[0] in self._held:
+                    waiting.park(found)
+                elif now - found.arrived > self._ttl_s:
+                    self._expire(found)
                 else:
-                    blocked.append(item)
-            waiting.extendleft(reversed(blocked))
+                    self._start(found, now)
         if self._tasks and not self._sweeping:
             self._sweeping = True
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _start(self, item: _Submission, now: float) -> None:
+    def _start(self, item: Submission, now: float) -> None:
         task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
                                                     item.config))  # fmt: skip
         self._tasks[item.key] = task
@@ -248,12 +254,12 @@ class Executor:
         self._running_in.add(item, 1)
         task.add_done_callback(functools.partial(self._finished, item))
 
-    def _expire(self, item: _Submission) -> None:
+    def _expire(self, item: Submission) -> None:
         reason = (f"not sent: no free slot within {self._ttl_s:g} s of its start being "
                   "committed")  # fmt: skip
         self._complete(item, Outcome("failed", reason, True, 0))
 
-    def _complete(self, item: _Submission, outcome: Outcome | None) -> None:
+    def _complete(self, item: Submission, outcome: Outcome | None) -> None:
         partition, run_id, attempt = item.key
         completion = Completion(partition, item.tenant, run_id, attempt, outcome, item.host)
         if self._on_complete is None:
@@ -270,12 +276,15 @@ class Executor:
                 self._overran.add(key)
                 self._tasks[key].cancel()
         if self._waiting:
+            if self._gate is not None:  # also the starts behind a full host or tenant
+                for item in self._waiting.take_expired(now, self._ttl_s):
+                    self._expire(item)
             self._start_waiting(now)
         self._sweeping = bool(self._tasks)
         if self._sweeping:
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _finished(self, item: _Submission, task: asyncio.Task[Outcome]) -> None:
+    def _finished(self, item: Submission, task: asyncio.Task[Outcome]) -> None:
         """(loop thread) One attempt ended, however it ended."""
         self._tasks.pop(item.key, None)
         self._bounds.pop(item.key, None)
@@ -298,11 +307,10 @@ class Executor:
         if task is not None:
             task.cancel()
             return
-        for item in self._waiting:
-            if item.key == key:
-                self._waiting.remove(item)
-                self._complete(item, None)
-                return
+        item = self._waiting.remove(key)
+        if item is not None:
+            self._complete(item, None)
+            return
         for i, (_, _, item) in enumerate(self._armed):
             if item.key == key:
                 self._armed[i] = self._armed[-1]
@@ -325,8 +333,12 @@ class Executor:
         for key in keys:
             self._loop.call_soon_threadsafe(self._cancel_in_loop, key)
         if partition in self._held:  # after the cancels: none of its starts is left waiting
-            self._loop.call_soon_threadsafe(self._held.discard, partition)
+            self._loop.call_soon_threadsafe(self._unhold, partition)
         return len(keys)
+
+    def _unhold(self, partition: int) -> None:
+        self._held.discard(partition)
+        self._waiting.unpark(partition)
 
     def drain(self) -> list[Completion]:
         """Every completion since the last call."""
@@ -380,18 +392,6 @@ class Executor:
             return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
 
 
-@dataclass(slots=True)
-class _Submission:
-    key: AttemptKey
-    tenant: str
-    host: str | None
-    delivery: Delivery
-    target: Sender[Any]
-    config: Any
-    arrived: float = 0.0  # loop time its start committed (or it reached the loop)
-    send_at: float = 0.0  # armed: loop time before which it is not sent
-
-
 class _Counts:
     """Attempts running on the loop: in all, by tenant, by host."""
 
@@ -400,12 +400,7 @@ class _Counts:
         self.by_tenant: collections.Counter[str] = collections.Counter()
         self.by_host: collections.Counter[str | None] = collections.Counter()
 
-    def admits(self, item: _Submission, gate: Gate) -> bool:
-        if self.by_tenant[item.tenant] >= gate.tenant_concurrency_of(item.tenant):
-            return False
-        return item.host is None or self.by_host[item.host] < gate.host_concurrency
-
-    def add(self, item: _Submission, n: int) -> None:
+    def add(self, item: Submission, n: int) -> None:
         self.total += n
         self.by_tenant[item.tenant] += n
         self.by_host[item.host] += n

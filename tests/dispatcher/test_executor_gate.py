@@ -198,3 +198,18 @@ def test_a_cancelled_or_stopped_armed_start_is_never_sent(executor: Executor) ->
     drained.until("the third sent at its time", lambda: "a/j@3" in drained.ids())
     assert target.started == ["a/j@3"]
     assert executor.in_flight == 0
+
+
+def test_a_start_behind_a_hung_host_ends_unsent_without_any_attempt_ending(
+    executor: Executor,
+) -> None:
+    executor.set_gate(Limits(10, 10, 1e6, 1), ttl_s=0.2)  # one attempt per host
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/hung@1", host="hung:80")
+    submit(executor, target, "a/hung@2", host="hung:80")  # waits behind the hung one
+    drained.until("the second ended unsent", lambda: "a/hung@2" in drained.ids())
+    [late] = drained.found
+    assert late.outcome is not None and "not sent" in late.outcome.reason
+    assert target.started == ["a/hung@1"]  # still running: no completion freed the slot
+    target.release("a/hung@1")
+    drained.until("the first done", lambda: len(drained.found) == 2)
