@@ -190,7 +190,10 @@ class DeliveryProcess:
         self._sock.close()
 
     def _exited(self, exc: OSError | None) -> DependencyDown:
-        code = self._process.poll()
+        try:  # a dying child's socket closes just before it can be reaped
+            code: int | None = self._process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            code = None
         why = f"exit code {code}" if code is not None else f"{exc or 'its socket closed'}"
         return DependencyDown(f"the delivery process {self._process.pid} is gone ({why})")
 
