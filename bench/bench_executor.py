@@ -7,12 +7,18 @@ dispatcher's ``Limits``) and drains their completions, in two phases that altern
 
 - ``idle``: between drains it waits 1 ms, as the processor waits in ``consume``;
 - ``busy``: for every completion it also spends ``--work-us`` of CPU in Python, holding the
-  GIL (default 250: the dispatcher's main-thread CPU per run in ``bench_dispatch.py``).
+  GIL (default 250: the dispatcher's main-thread CPU per run in ``bench_dispatch.py``);
+- ``backlog`` (the delivery process, idle): the dispatcher's default limits (200 in all, 50 per
+  tenant, 100 per host) over 8 tenants, with the host timed so that the Limits admit a prefetch
+  of 3 (depth 4): up to 300 committed starts wait in the child behind the full host, as
+  prefetched starts do in a dispatcher.
 
 Figures: attempts per second and the loop thread's own CPU per attempt (from /proc) in each
 phase; ``executor_contention``: the busy loop CPU over the idle one (1.0: sharing the GIL
-costs the loop nothing). ``executor_others_cores``: what other processes (not this one, its
-delivery children, the receiver) took meanwhile; above 0.2 cores, ``executor_warning``.
+costs the loop nothing); ``executor_backlog_cost``: the backlog's loop CPU over the idle
+process's (1.0: waiting starts cost the loop nothing). ``executor_others_cores``: what other
+processes (not this one, its delivery children, the receiver) took meanwhile; above 0.2
+cores, ``executor_warning``.
 
     .venv/bin/python bench/bench_executor.py [--attempts 20000] [--work-us 250]
 
@@ -42,6 +48,7 @@ from schedulerstream.targets.base import Delivery
 from schedulerstream.targets.http import HttpSender
 
 CONCURRENCY = 100  # as bench_dispatch.py: host and total concurrency
+BACKLOG_TENANTS, BACKLOG_DEPTH, TIMED_S = 8, 4, 0.005
 ROUNDS = 2
 TENANT, HOST = "bench", "receiver"
 SCHEDULED_US = 1_735_689_600_000_000
@@ -61,10 +68,18 @@ def spend(seconds: float) -> None:
         pass
 
 
-def phase(url: str, attempts: int, work_s: float, where: str) -> dict[str, float]:
+def phase(
+    url: str, attempts: int, work_s: float, where: str, backlog: bool = False
+) -> dict[str, float]:
     """``attempts`` deliveries through a fresh Executor (``where``: "thread") or
-    DeliveryProcess ("process"); rate and the loop's CPU per attempt."""
-    limits = Limits(CONCURRENCY, CONCURRENCY, 1e9, CONCURRENCY, depth=2)
+    DeliveryProcess ("process"); rate and the loop's CPU per attempt. ``backlog``: the
+    default limits, 8 tenants and a prefetch (see the module)."""
+    if backlog:
+        limits = Limits(2 * CONCURRENCY, CONCURRENCY // 2, 1e9, CONCURRENCY,
+                        depth=BACKLOG_DEPTH, wait_budget_s=0.5)  # fmt: skip
+    else:
+        limits = Limits(CONCURRENCY, CONCURRENCY, 1e9, CONCURRENCY, depth=2)
+    tenants = [f"{TENANT}{k}" for k in range(BACKLOG_TENANTS)] if backlog else [TENANT]
     executor: Deliveries
     if where == "process":
         process = DeliveryProcess(allow_private=True)
@@ -86,16 +101,21 @@ def phase(url: str, attempts: int, work_s: float, where: str) -> dict[str, float
     config = HttpTarget(url=url)
     if where == "process":  # the child has started and sends before the clock runs
         warm(executor, limits, sender, config)
+    if backlog:  # a timed host gets the prefetch; real attempt times then keep it timed
+        limits.timed(HOST, TIMED_S)
     try:
         loop_cpu = loop_cpu_s()
         main_cpu = time.thread_time()
         started = time.perf_counter()
         sent = done = 0
         while done < attempts:
-            while sent < attempts and limits.acquire(TENANT, 0, HOST):
-                delivery = Delivery(f"{TENANT}/j{sent}@1", TENANT, f"j{sent}", SCHEDULED_US, 1,
+            while sent < attempts:
+                tenant = tenants[sent % len(tenants)]
+                if not limits.acquire(tenant, 0, HOST):
+                    break
+                delivery = Delivery(f"{tenant}/j{sent}@1", tenant, f"j{sent}", SCHEDULED_US, 1,
                                     "scheduled", {"report": "daily"}, 30.0)  # fmt: skip
-                executor.submit(0, TENANT, delivery, sender, config, HOST)
+                executor.submit(0, tenant, delivery, sender, config, HOST)
                 sent += 1
             executor.flush()
             completions = executor.drain()
@@ -103,6 +123,8 @@ def phase(url: str, attempts: int, work_s: float, where: str) -> dict[str, float
                 limits.release(completion.tenant, completion.host)
                 if completion.outcome is None or not completion.outcome.succeeded:
                     raise RuntimeError(f"an attempt failed: {completion}")
+                if backlog:
+                    limits.timed(HOST, completion.outcome.duration_us / 1e6)
             done += len(completions)
             if work_s:
                 spend(work_s * len(completions))
@@ -153,6 +175,10 @@ def measure(attempts: int, work_us: float) -> dict[str, Any]:
                         runs.setdefault(name, []).append(found)
                         progress(f"{name}: {found}")
                         receiver.clear()
+                queued = phase(receiver.url(), attempts, 0.0, "process", backlog=True)
+                runs.setdefault("process_backlog", []).append(queued)
+                progress(f"process_backlog: {queued}")
+                receiver.clear()
         finally:
             elapsed = time.monotonic() - started
             machine_s = machine_busy()[0] - machine_at
@@ -168,6 +194,10 @@ def measure(attempts: int, work_us: float) -> dict[str, Any]:
             / found[f"executor_{where}_idle_loop_cpu_us"],
             2,
         )
+    found["executor_backlog_cost"] = round(
+        found["executor_process_backlog_loop_cpu_us"] / found["executor_process_idle_loop_cpu_us"],
+        2,
+    )
     found["executor_process_vs_thread_busy"] = round(
         found["executor_process_busy_per_s"] / found["executor_thread_busy_per_s"], 2
     )
