@@ -48,11 +48,13 @@ class TaskContext:
         request_commit: Callable[[], None] | None = None,
         quarantine: Quarantine | None = None,
         max_record_bytes: int = 1_000_000,
+        request_tick: Callable[[], None] | None = None,
     ) -> None:
         self.partition = partition
         self.max_record_bytes = max_record_bytes
         self._quarantine = quarantine or Quarantine()
         self._request_commit = request_commit
+        self._request_tick = request_tick
         self.store = store
         self._clock = clock
         self._rejected_topic = rejected_topic
@@ -91,6 +93,12 @@ class TaskContext:
         waits for the commit: ``Topology.after_commit``)."""
         if self._request_commit is not None:
             self._request_commit()
+
+    def request_tick(self) -> None:
+        """From ``punctuate``: due work was left for want of a per-tick budget; punctuate
+        again at once rather than a tick later (never ask when only a limit holds it back)."""
+        if self._request_tick is not None:
+            self._request_tick()
 
     def hold(self, until_us: int) -> None:
         """From ``process``: leave the current record unprocessed. Its input partition is

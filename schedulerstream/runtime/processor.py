@@ -133,6 +133,7 @@ class Processor:
         self._consumer: Consumer | None = None
         self._restorer: Restorer | None = None
         self._commit_requested = False  # by a task context: commit at the end of this step
+        self._tick_requested = False  # by a punctuation that left due work: tick again now
         self._stopping = False
         self._started = False
         self._next_tick = 0.0
@@ -186,7 +187,9 @@ class Processor:
         self.task_manager.start(
             self._consumer,
             self._restorer,
-            Loop(self.commit, self._recover, self._request_commit, self._invoke),
+            Loop(
+                self.commit, self._recover, self._request_commit, self._invoke, self._request_tick
+            ),
         )
         now = self.clock.monotonic()
         self._next_tick = now + self._tick_s
@@ -232,7 +235,11 @@ class Processor:
         consumer = self._require_consumer()
         restoring = self.task_manager.restoring()
         now = self.clock.monotonic()
-        wait = 0.0 if restoring else max(0.0, min(self._next_tick, self._next_commit) - now)
+        wait = (
+            0.0
+            if restoring or self._tick_requested
+            else max(0.0, min(self._next_tick, self._next_commit) - now)
+        )
         messages = consumer.consume(self._batch, wait)
         self._holds.resume_due(consumer, self.task_manager.is_running)
         try:
@@ -244,7 +251,8 @@ class Processor:
             self.task_manager.restore(max(0.0, next_due - self.clock.monotonic()), self._tick_s)
         self.takeover.maintain(set(self._tasks))
         now = self.clock.monotonic()
-        if now >= self._next_tick:
+        if now >= self._next_tick or self._tick_requested:
+            self._tick_requested = False
             self._punctuate()
             self._next_tick = now + self._tick_s
         if now >= self._next_commit or self._commit_requested:
@@ -283,6 +291,9 @@ class Processor:
 
     def _request_commit(self) -> None:
         self._commit_requested = True
+
+    def _request_tick(self) -> None:
+        self._tick_requested = True
 
     def _commit_now(self) -> None:
         self._commit_requested = False
@@ -413,15 +424,22 @@ class Processor:
             first = self._punctuations % len(tasks)
             tasks = tasks[first:] + tasks[:first]
         self._punctuations += 1
+        since = self.clock.monotonic()  # the last commit of this round
         try:
             for task in tasks:
                 if task.state is TaskState.RUNNING:
                     self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
                 # A long round (a burst due on many partitions) commits as it goes, so
-                # the first partitions' runs become visible without waiting for the last.
-                if self.clock.monotonic() >= self._next_commit:
+                # the first partitions' runs become visible without waiting for the last;
+                # work waiting for a commit (requested) waits at most half a tick of it.
+                mono = self.clock.monotonic()
+                if mono >= self._next_commit or (
+                    self._commit_requested and mono >= since + self._tick_s / 2
+                ):
+                    self._commit_requested = False
                     self.commit()
-                    self._next_commit = self.clock.monotonic() + self._commit_s
+                    since = self.clock.monotonic()
+                    self._next_commit = since + self._commit_s
         except KafkaException as exc:
             self._recover(classify(exc))
 

@@ -44,6 +44,7 @@ class Loop:
     recover: Callable[[TransactionFailed], None]
     request_commit: Callable[[], None]
     invoke: Callable[[Task, Callable[[TaskContext], None]], None]  # a callback, atomically
+    request_tick: Callable[[], None] | None = None
 
 
 class TaskManager:
@@ -181,6 +182,7 @@ class TaskManager:
             loop.request_commit,
             self.committer.quarantine,
             self.committer.max_record,
+            loop.request_tick,
         )
         loop.invoke(task, self.topology.on_running)
         return True
