@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from schedulerstream.dispatch_spec import TargetConfig
-from schedulerstream.model import HttpTarget, SqsTarget
+from schedulerstream.model import HttpTarget, KafkaTarget, SqsTarget
 from schedulerstream.targets.base import Delivery
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Begin ``delivery`` (attempt ``delivery.attempt``) to ``target``; a Limits slot is held."""
+    """Begin ``delivery`` (attempt ``delivery.attempt``) to ``target``; a Limits slot is held
+    unless the attempt ends in the transaction that starts it (``in_transaction``)."""
 
     partition: int
     tenant: str
@@ -44,3 +45,9 @@ def target_host(target: TargetConfig) -> str | None:
     else:
         return None
     return urlsplit(url).netloc.lower() or None
+
+
+def in_transaction(target: TargetConfig) -> bool:
+    """Does an attempt to ``target`` end in the transaction that starts it (a Kafka record)?
+    It holds no Limits slot: nothing of it is in flight once the tick is over."""
+    return isinstance(target, KafkaTarget)

@@ -8,8 +8,9 @@ attempt without waiting for a commit. How many times over depends on the host: a
 wait at most ``wait_budget_s``, and a host whose attempts take ``t`` s on average frees each
 slot every ``t`` s, so it gets ``1 + wait_budget_s // t`` (at most ``depth``; 1 until its
 first attempt is timed). A slow host thus gets no start that would outlive its time to live
-waiting (an expired start fails an attempt it never sent). Other attempts (worker offers,
-Kafka records) are admitted within the limits themselves, counting the waiting ones.
+waiting (an expired start fails an attempt it never sent). Worker offers are admitted within
+the limits themselves, counting the waiting ones. A Kafka record ends in the transaction that
+starts it: it takes a rate token (``admit``) and holds no slot.
 
 In memory only: what is in flight is known from the deliveries running in this process.
 Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
@@ -119,19 +120,28 @@ class Limits:
             return False
         if host is not None and self.by_host[host] >= self.host_concurrency * scale:
             return False
-        bucket = self._buckets.get(tenant)
-        if bucket is None:
-            burst = burst_of(rate)
-            bucket = self._buckets[tenant] = TokenBucket(rate, burst, burst, now_us)
-        elif bucket.rate != rate:
-            bucket.retune(rate, now_us)
-        if not bucket.take(now_us):
+        if not self._token(tenant, rate, now_us):
             return False
         self.in_flight += 1
         self.by_tenant[tenant] += 1
         if host is not None:
             self.by_host[host] += 1
         return True
+
+    def admit(self, tenant: str, now_us: int) -> bool:
+        """Take a token for an attempt of ``tenant`` that ends in the transaction that starts
+        it (a Kafka record): the rate applies, but it holds no slot (nothing stays in
+        flight), so nothing is released after it."""
+        return self._token(tenant, self.tenant_limits(tenant)[1], now_us)
+
+    def _token(self, tenant: str, rate: float, now_us: int) -> bool:
+        bucket = self._buckets.get(tenant)
+        if bucket is None:
+            burst = burst_of(rate)
+            bucket = self._buckets[tenant] = TokenBucket(rate, burst, burst, now_us)
+        elif bucket.rate != rate:
+            bucket.retune(rate, now_us)
+        return bucket.take(now_us)
 
     def depth_of(self, host: str) -> int:
         """How many times over the limits starts to ``host`` are admitted now."""

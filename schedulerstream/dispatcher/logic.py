@@ -89,6 +89,7 @@ class DispatchLogic:
         *,
         weights: Mapping[str, float] | None = None,
         start_budget: int = 2000,
+        record_budget: int = 100,
         retention_us: int = DEDUPE_RETENTION_US,
         prune_budget: int = 1000,
         arm_us: int = 0,
@@ -105,7 +106,8 @@ class DispatchLogic:
         self.overlap = OverlapPolicy(self)
         self.retries = Retries(topics.tiers, self.events, self)
         self.selection = FairSelection(limits, start_budget, self.spec, self.overlap.admit,
-                                       self._start, self._armable, arm_us)  # fmt: skip
+                                       self._start, self._armable, arm_us,
+                                       record_budget)  # fmt: skip
 
     def spec(self, run: RunRecord) -> DispatchSpec:
         """The run's DispatchSpec (an unfinished run always has one)."""

@@ -4,6 +4,13 @@ Tenants take turns in weighted deficit round-robin (``DeficitRing``); a turn ser
 tenant's earliest due run, if the overlap policy admits it (first attempts) and the Limits
 have a slot for its tenant and target host. At most ``start_budget`` runs start per tick.
 
+An attempt that ends in the transaction that starts it (a Kafka record: ``in_transaction``)
+takes only its tenant's rate token, no slot, so the concurrency limits do not cap it at a
+tenant's few dozen per tick; ``record_budget`` does (per tick), which bounds what one tick adds
+to the transaction and so how long the other tenants' starts wait for its commit. A tick
+that runs out of a budget with due runs left says so (``cut_short``): the next one comes at
+once instead of a tick later.
+
 A run due within ``arm_us`` of now may start early, when ``armable`` says it can wait for its
 due time outside the transaction (a request the delivery loop sends then): its start is then
 committed before it is due, so the due instant costs no tick and no commit round trip.
@@ -15,7 +22,7 @@ from collections.abc import Callable
 
 from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.dispatcher.actions import Action, Start, target_host
+from schedulerstream.dispatcher.actions import Action, Start, in_transaction, target_host
 from schedulerstream.dispatcher.context import PartitionContext
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.records import RunRecord
@@ -35,11 +42,13 @@ class FairSelection:
 
     def __init__(self, limits: Limits, start_budget: int, spec: Callable[[RunRecord], DispatchSpec],
                  admit: Admit, begin: Begin, armable: Armable | None = None,
-                 arm_us: int = 0) -> None:  # fmt: skip
+                 arm_us: int = 0, record_budget: int = 100) -> None:  # fmt: skip
         self.limits = limits
         self.arm_us = arm_us if armable is not None else 0
         self._armable = armable
         self.start_budget = start_budget
+        self.record_budget = record_budget
+        self.cut_short = False  # the last select left due runs behind for want of budget
         self._spec = spec
         self._admit = admit
         self._begin = begin
@@ -48,14 +57,16 @@ class FairSelection:
         """Start what is due, fairly, within the budget and the limits."""
         ring = pc.ring
         actions: list[Action] = []
-        budget = [self.start_budget]
+        budget = [self.start_budget, self.record_budget]  # starts, in-transaction starts
+        self.cut_short = False
 
         def serve(tenant: str) -> str:
-            if budget[0] <= 0 or self.limits.full():
+            if budget[0] <= 0:
+                self.cut_short = True
                 return "blocked"
             return self._serve(pc, tenant, now_us, actions, budget)
 
-        while ring and budget[0] > 0 and not self.limits.full():
+        while ring and budget[0] > 0:
             if not ring.round(serve):
                 break
         return actions
@@ -63,6 +74,8 @@ class FairSelection:
     def _serve(self, pc: PartitionContext, tenant: str, now_us: int, actions: list[Action],
                budget: list[int]) -> str:  # fmt: skip
         """One turn of ``tenant``: a state for ``DeficitRing.round``."""
+        if budget[1] <= 0 and self.limits.full():
+            return "blocked"  # neither kind of start can begin
         index = pc.index
         head = index.head(tenant)
         if head is None:
@@ -81,9 +94,19 @@ class FairSelection:
         if run.attempt == 0 and not self._admit(pc, run, qkey, now_us, actions):
             index.pop(tenant)
             return "skipped"
-        host = target_host(self._spec(run).target)
-        if not self.limits.acquire(tenant, now_us, host):
-            return "blocked"
+        target = self._spec(run).target
+        if in_transaction(target):
+            if budget[1] <= 0:
+                self.cut_short = True
+                return "blocked"
+            if not self.limits.admit(tenant, now_us):
+                return "blocked"
+            budget[1] -= 1
+            host = None
+        else:
+            host = target_host(target)
+            if not self.limits.acquire(tenant, now_us, host):
+                return "blocked"
         pc.store.delete(qkey, logged=False)
         index.pop(tenant)
         actions.append(self._begin(pc, run, now_us, host, due_us))

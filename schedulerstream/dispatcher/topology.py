@@ -38,6 +38,7 @@ from confluent_kafka.admin import AdminClient
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
+from schedulerstream.dispatcher.actions import in_transaction
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
 from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
@@ -206,6 +207,8 @@ class DispatcherTopology(Topology):
         for lease in self.leases.expire(ctx.store, out, ctx.partition, now_us):
             self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
+        if self.logic.selection.cut_short:
+            ctx.request_tick()
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         """Changelog → store, rebuilding the queue and active-run keys the log does not hold."""
@@ -403,7 +406,8 @@ class DispatcherTopology(Topology):
 
     def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
         """An attempt that ended as it started (Kafka, refused)."""
-        self.limits.release(start.tenant, start.host)
+        if not in_transaction(start.target):  # a Kafka record took no slot
+            self.limits.release(start.tenant, start.host)
         d = start.delivery
         self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, d.run_id, d.attempt,
                               outcome, ctx.now_us())  # fmt: skip

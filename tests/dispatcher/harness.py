@@ -7,6 +7,7 @@ from typing import Any
 
 from schedulerstream.clock import ManualClock
 from schedulerstream.codec import Codec
+from schedulerstream.dispatcher.actions import in_transaction
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
 from schedulerstream.model import JobDefinition
@@ -148,7 +149,8 @@ class Harness:
 
     def finish(self, rid: str, outcome: Outcome = OK, attempt: int | None = None) -> bool:
         start = self.in_flight.pop(rid)
-        self.limits.release(start.tenant, start.host)
+        if not in_transaction(start.target):  # a Kafka record holds no slot
+            self.limits.release(start.tenant, start.host)
         n = start.delivery.attempt if attempt is None else attempt
         return self.logic.on_outcome(self.store, self, 0, rid, n, outcome, self.now)
 

@@ -138,6 +138,43 @@ def test_kafka_targets_hold_no_host_slot() -> None:
     assert [s.host for s in h.tick()] == [None, None, None]
 
 
+KAFKA = {"target": {"type": "kafka", "topic": "out"}}
+
+
+def test_kafka_records_take_no_slot_so_a_tenant_s_concurrency_does_not_cap_a_tick() -> None:
+    h = Harness(tenant_concurrency=2, record_budget=5)
+    for i in range(8):
+        h.run(run_triggered(i, tenant="a", **KAFKA))
+    for i in range(3):
+        h.run(run_triggered(i, tenant="b"))  # HTTP: two slots at most
+    started = h.tick()
+    assert [s.tenant for s in started].count("a") == 5  # the tick's record budget
+    assert [s.tenant for s in started].count("b") == 2
+    assert (h.limits.in_flight, h.limits.by_tenant["a"]) == (2, 0)
+    for start in [s for s in started if s.tenant == "a"][:3]:
+        h.finish(start.delivery.run_id)  # a finished record releases nothing
+    assert h.limits.in_flight == 2
+    assert [s.tenant for s in h.tick()] == ["a", "a", "a"]
+
+
+def test_kafka_records_start_while_other_tenants_fill_every_slot() -> None:
+    h = Harness(concurrency=2, tenant_concurrency=2)
+    for i in range(3):
+        h.run(run_triggered(i, tenant="busy"))
+    assert len(h.tick()) == 2 and h.limits.full()
+    for i in range(3):
+        h.run(run_triggered(i, tenant="k", **KAFKA))
+    assert [s.tenant for s in h.tick()] == ["k", "k", "k"]
+
+
+def test_kafka_records_still_take_their_tenant_s_rate_tokens() -> None:
+    h = Harness(rate=2.0)
+    for i in range(5):
+        h.run(run_triggered(i, **KAFKA))
+    assert len(h.tick()) == 2
+    assert len(h.advance(1.0)) == 2
+
+
 def test_tenant_rate_is_a_token_bucket() -> None:
     h = Harness(rate=2.0)
     for i in range(6):
