@@ -3,6 +3,7 @@ next one at once, and a commit a punctuation asked for does not wait for the who
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 
@@ -47,8 +48,7 @@ def test_a_punctuation_that_asks_for_a_tick_gets_it_at_once_and_then_the_cadence
         drive([proc], lambda: len(topology.round_at) >= 23)
     finally:
         proc.close()
-    at = topology.round_at
-    gaps = [b - a for a, b in zip(at, at[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(topology.round_at)]
     asked = gaps[:20]  # the rounds that followed a request
     assert statistics.median(asked) < 0.05, asked  # not a tick (0.1 s) apart
     assert min(gaps[20:]) >= 0.09, gaps[20:]  # no more requests: one tick apart, no spinning
