@@ -89,16 +89,19 @@ class FairSelection:
             index.pop(tenant)  # cancelled, revoked or re-queued since
             pc.store.delete(qkey, logged=False)
             return "skipped"
+        target = self._spec(run).target
+        record = in_transaction(target)
+        if not record and self.limits.full():
+            return "blocked"  # before the overlap policy is asked, as when full stopped a tick
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
             return "blocked"  # due soon, but it starts only when due
+        if record and budget[1] <= 0:
+            self.cut_short = True
+            return "blocked"
         if run.attempt == 0 and not self._admit(pc, run, qkey, now_us, actions):
             index.pop(tenant)
             return "skipped"
-        target = self._spec(run).target
-        if in_transaction(target):
-            if budget[1] <= 0:
-                self.cut_short = True
-                return "blocked"
+        if record:
             if not self.limits.admit(tenant, now_us):
                 return "blocked"
             budget[1] -= 1

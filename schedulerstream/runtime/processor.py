@@ -424,22 +424,15 @@ class Processor:
             first = self._punctuations % len(tasks)
             tasks = tasks[first:] + tasks[:first]
         self._punctuations += 1
-        since = self.clock.monotonic()  # the last commit of this round
         try:
             for task in tasks:
                 if task.state is TaskState.RUNNING:
                     self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
                 # A long round (a burst due on many partitions) commits as it goes, so
-                # the first partitions' runs become visible without waiting for the last;
-                # work waiting for a commit (requested) waits at most half a tick of it.
-                mono = self.clock.monotonic()
-                if mono >= self._next_commit or (
-                    self._commit_requested and mono >= since + self._tick_s / 2
-                ):
-                    self._commit_requested = False
+                # the first partitions' runs become visible without waiting for the last.
+                if self.clock.monotonic() >= self._next_commit:
                     self.commit()
-                    since = self.clock.monotonic()
-                    self._next_commit = since + self._commit_s
+                    self._next_commit = self.clock.monotonic() + self._commit_s
         except KafkaException as exc:
             self._recover(classify(exc))
 
