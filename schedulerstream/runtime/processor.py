@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 Sampler = Callable[[list[TaskContext]], None]
 SAMPLE_INTERVAL_S = 5.0
+# a tick falls this long after its grid point: one that wakes a little early (the poll's
+# timeout is in ms) still sees the work due on the point as due
+TICK_GRID_OFFSET_US = 1_000
 
 
 class Processor:
@@ -86,6 +89,7 @@ class Processor:
         self._restore_chunk = restore_chunk
         self._timeout_s = timeout_s
         self._tick_s = settings.tick_ms / 1000
+        self._tick_us = settings.tick_ms * 1000
         self._punctuations = 0  # ticks so far: each starts from another task
         self._commit_s = settings.commit_interval_ms / 1000
         copartitioned = len(self.input_topics) > 1
@@ -192,7 +196,7 @@ class Processor:
             ),
         )
         now = self.clock.monotonic()
-        self._next_tick = now + self._tick_s
+        self._next_tick = self._tick_after()
         self._next_commit = now + self._commit_s
         self._started = True
 
@@ -254,13 +258,21 @@ class Processor:
         if now >= self._next_tick or self._tick_requested:
             self._tick_requested = False
             self._punctuate()
-            self._next_tick = now + self._tick_s
+            self._next_tick = self._tick_after()
         if now >= self._next_commit or self._commit_requested:
             self._commit_now()
         if now >= self._next_sample:
             self._sample()
             self._next_sample = now + SAMPLE_INTERVAL_S
         self._txn.poll()
+
+    def _tick_after(self) -> float:
+        """The next tick (monotonic): just past the next point of a ``tick_ms`` grid on the
+        wall clock, so work due on a whole second (cron's instants) finds a tick at its due
+        time rather than up to a tick later."""
+        tick_us = self._tick_us
+        wall_us, now = self.clock.now_us(), self.clock.monotonic()
+        return now + (tick_us - wall_us % tick_us + TICK_GRID_OFFSET_US) / 1e6
 
     def _sample(self) -> None:
         """Consumer lag of the RUNNING tasks' inputs (high watermark from the last fetch minus

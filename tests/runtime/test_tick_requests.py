@@ -1,5 +1,6 @@
 """The loop's cadence against the real broker: a punctuation that left due work behind gets the
-next one at once, and the tick's cadence resumes once it asks no more."""
+next one at once, and the tick's cadence resumes once it asks no more, on a grid of the wall
+clock (work due on a whole second finds a tick at its due time)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ class Backlogged(CounterTopology):
         super().__init__(settings)
         self.rounds_left = rounds
         self.round_at: list[float] = []
+        self.wall_at: list[int] = []  # the punctuation's now_us
 
     def punctuate(self, ctx: TaskContext, now_us: int) -> None:
         super().punctuate(ctx, now_us)
         if ctx.partition != 0:
             return
         self.round_at.append(time.monotonic())
+        self.wall_at.append(now_us)
         if self.rounds_left > 0:
             self.rounds_left -= 1
             ctx.request_tick()
@@ -43,10 +46,29 @@ def test_a_punctuation_that_asks_for_a_tick_gets_it_at_once_and_then_the_cadence
     proc = Processor(s, topology)
     proc.start()
     try:
-        drive([proc], lambda: len(topology.round_at) >= 23)
+        drive([proc], lambda: len(topology.round_at) >= 26)
     finally:
         proc.close()
     gaps = [b - a for a, b in itertools.pairwise(topology.round_at)]
     asked = gaps[:20]  # the rounds that followed a request
     assert statistics.median(asked) < 0.05, asked  # not a tick (0.1 s) apart
-    assert min(gaps[20:]) >= 0.09, gaps[20:]  # no more requests: one tick apart, no spinning
+    assert gaps[20] <= 0.15, gaps[20]  # the next point of the grid
+    later = gaps[21:]  # no more requests: one tick apart, no spinning
+    assert min(later) >= 0.05 and 0.09 <= statistics.median(later) <= 0.11, later
+
+
+def test_ticks_fall_just_after_whole_multiples_of_the_tick_on_the_wall_clock(
+    counter_settings: Settings,
+) -> None:
+    s = counter_settings.model_copy(update={"tick_ms": 100})
+    topology = Backlogged(s, rounds=0)
+    proc = Processor(s, topology)
+    proc.start()
+    try:
+        drive([proc], lambda: len(topology.wall_at) >= 12)
+    finally:
+        proc.close()
+    # a tick's now_us is 1 ms past a multiple of 100 ms, give or take the poll's wake-up
+    phases_ms = sorted((at % 100_000) / 1000 for at in topology.wall_at[1:])
+    assert statistics.median(phases_ms) <= 10, phases_ms
+    assert sum(p <= 20 for p in phases_ms) >= 9, phases_ms
