@@ -21,7 +21,7 @@ from schedulerstream import notices
 from schedulerstream.codec import Codec
 from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.dispatcher.actions import Action, Cancel, Start, target_host
+from schedulerstream.dispatcher.actions import Action, Cancel, Start, in_transaction, target_host
 from schedulerstream.dispatcher.aftermath import after_finish
 from schedulerstream.dispatcher.context import NO_OUTPUT, PartitionContext
 from schedulerstream.dispatcher.events import EventWriter, Output
@@ -33,7 +33,7 @@ from schedulerstream.dispatcher.overlap import OverlapPolicy
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.retention import DEDUPE_RETENTION_US, Retention
 from schedulerstream.dispatcher.retries import Retries
-from schedulerstream.dispatcher.selection import FairSelection
+from schedulerstream.dispatcher.selection import FairSelection, Ready
 from schedulerstream.dispatcher.spec import SpecReader
 from schedulerstream.dispatcher.states import (
     BUFFERED,
@@ -93,6 +93,7 @@ class DispatchLogic:
         retention_us: int = DEDUPE_RETENTION_US,
         prune_budget: int = 1000,
         arm_us: int = 0,
+        ready: Ready | None = None,
     ) -> None:
         self.codec = codec
         self.topics = topics
@@ -105,9 +106,10 @@ class DispatchLogic:
         self.retention = Retention(retention_us, prune_budget)
         self.overlap = OverlapPolicy(self)
         self.retries = Retries(topics.tiers, self.events, self)
+        self._ready = ready
         self.selection = FairSelection(limits, start_budget, self.spec, self.overlap.admit,
                                        self._start, self._armable, arm_us,
-                                       record_budget)  # fmt: skip
+                                       record_budget, ready)  # fmt: skip
 
     def spec(self, run: RunRecord) -> DispatchSpec:
         """The run's DispatchSpec (an unfinished run always has one)."""
@@ -247,6 +249,8 @@ class DispatchLogic:
         self.counters.accepted += 1
         self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
         self.enqueue(pc, run, run.not_before_us)
+        if self._ready is not None and in_transaction(spec.target):
+            self._ready(spec.target)  # asks for the topic's metadata now, well before it is due
 
     def _spec(self, rec: dict[str, Any]) -> DispatchSpec:
         """The run's spec: the one it carries, else its definition snapshot's."""

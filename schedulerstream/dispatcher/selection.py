@@ -13,14 +13,16 @@ once instead of a tick later.
 
 A run due within ``arm_us`` of now may start early, when ``armable`` says it can wait for its
 due time outside the transaction (a request the delivery loop sends then): its start is then
-committed before it is due, so the due instant costs no tick and no commit round trip.
+committed before it is due, so the due instant costs no tick and no commit round trip. A
+record's start waits until ``ready`` says its target can take it (the dispatcher: its
+topic's metadata is in); being asked within the arm window, it knows by the due time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from schedulerstream.dispatch_spec import DispatchSpec
+from schedulerstream.dispatch_spec import DispatchSpec, TargetConfig
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.actions import Action, Start, in_transaction, target_host
 from schedulerstream.dispatcher.context import PartitionContext
@@ -34,6 +36,9 @@ Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
 Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start]
 # (context, run) → may the run's next attempt be started before it is due
 Armable = Callable[[PartitionContext, RunRecord], bool]
+# target of an in-transaction attempt → may it start now (False: its start waits, say for the
+# metadata of its topic, asked for by this call)
+Ready = Callable[[TargetConfig], bool]
 
 
 class FairSelection:
@@ -42,8 +47,10 @@ class FairSelection:
 
     def __init__(self, limits: Limits, start_budget: int, spec: Callable[[RunRecord], DispatchSpec],
                  admit: Admit, begin: Begin, armable: Armable | None = None,
-                 arm_us: int = 0, record_budget: int = 100) -> None:  # fmt: skip
+                 arm_us: int = 0, record_budget: int = 100,
+                 ready: Ready | None = None) -> None:  # fmt: skip
         self.limits = limits
+        self._ready = ready
         self.arm_us = arm_us if armable is not None else 0
         self._armable = armable
         self.start_budget = start_budget
@@ -93,6 +100,8 @@ class FairSelection:
         record = in_transaction(target)
         if not record and self.limits.full():
             return "blocked"  # before the overlap policy is asked, as when full stopped a tick
+        if record and self._ready is not None and not self._ready(target):
+            return "blocked"  # asked within the arm window, so known by its due time
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
             return "blocked"  # due soon, but it starts only when due
         if record and budget[1] <= 0:

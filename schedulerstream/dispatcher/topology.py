@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -38,6 +38,7 @@ from confluent_kafka.admin import AdminClient
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
+from schedulerstream.dispatch_spec import TargetConfig
 from schedulerstream.dispatcher.actions import in_transaction
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
 from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
@@ -120,6 +121,7 @@ class DispatcherTopology(Topology):
             settings.instance_id,
             weights=self.tenants.weights,
             arm_us=round(min(settings.dispatch_arm_ms, ttl_ms / 2) * 1000),
+            ready=self._topic_known,
         )
         self.executor = executor or _deliveries(settings)
         self.executor.set_gate(self.limits, ttl_ms / 1000)
@@ -137,7 +139,7 @@ class DispatcherTopology(Topology):
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
         self._admin: AdminClient | None = None
-        self.target_topics = TargetTopics(self._topic_problem, self.clock)
+        self.target_topics = TargetTopics(self._topic_problems, self.clock)
 
     @property
     def name(self) -> str:
@@ -294,6 +296,7 @@ class DispatcherTopology(Topology):
             self.executor.call(self._sqs.close)
         self.executor.close()
         self.tenants.close()
+        self.target_topics.close()
 
     # -- actions ------------------------------------------------------------------------
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
@@ -330,7 +333,7 @@ class DispatcherTopology(Topology):
         origin = f"{d.run_id}#{d.attempt}"
         refused = ctx.failed(origin)
         if refused is not None:
-            self.target_topics.forget(config.topic)
+            self.target_topics.refused(config.topic, refused)
             ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {refused}")
             self._settle(ctx, start, Outcome("failed", refused, True, 0))
             return
@@ -349,11 +352,17 @@ class DispatcherTopology(Topology):
             return
         ctx.produce(topic, key, value, None, list(headers), origin=origin)
         self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
+        ctx.request_commit()  # the record is delivered when this transaction commits
 
-    def _topic_problem(self, topic: str) -> str | None:
+    def _topic_problems(self, topics: Collection[str]) -> dict[str, str | None]:
+        """(the lookup thread of ``target_topics``)"""
         if self._admin is None:
             self._admin = AdminClient(clients.base_config(self.settings))
-        return admin_lookup(self._admin)(topic)
+        return admin_lookup(self._admin)(topics)
+
+    def _topic_known(self, target: TargetConfig) -> bool:
+        """May a record for ``target`` be produced now: its topic's metadata is in."""
+        return not isinstance(target, KafkaConfig) or self.target_topics.known(target.topic)
 
     def _drop_unsent(self, cancel: Cancel) -> bool:
         """Cancel an attempt not sent yet (cancelled or replaced in the same transaction)."""

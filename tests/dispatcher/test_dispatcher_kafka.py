@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.procs import ReceiverProcess
@@ -249,6 +250,38 @@ def test_a_kafka_target_receives_each_run_exactly_once_inside_the_transaction(
     records = list(read_topic(topo, out_topic, True, 2.0))
     assert sorted(m.key().decode() for m in records) == sorted(ids)
     assert {json.loads(m.value())["attempt"] for m in records} == {1}
+
+
+def test_a_kafka_target_record_is_committed_when_due_not_at_the_next_commit_interval(
+    topo: Settings, dispatcher: SpawnDispatcher, runs: Runs
+) -> None:
+    """A record's transaction commits in the tick that produces it: with commits otherwise 3 s
+    apart, each record is readable (read_committed) within a second of its due time."""
+    out_topic = topo.topic("kafka-prompt")
+    admin = AdminClient(base_config(topo))
+    admin.create_topics([NewTopic(out_topic, 1, 1)])[out_topic].result(30)
+    dispatcher(commit_interval_ms=3000)
+    definition = job("acme", "prompt", "http://127.0.0.1:9/unused")
+    definition = definition.model_copy(update={"target": KafkaTarget(topic=out_topic)})
+    first = (now_us() // SECOND + 4) * SECOND
+    due = {runs.trigger(definition, first + i * SECOND): first + i * SECOND for i in range(5)}
+    runs.flush()
+    group = f"{topo.topic_prefix}prompt"
+    reader = Consumer({**base_config(topo), "group.id": group,
+                       "isolation.level": "read_committed"})  # fmt: skip
+    reader.assign([TopicPartition(out_topic, 0, OFFSET_BEGINNING)])
+    readable: dict[str, int] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while len(readable) < len(due) and time.monotonic() < deadline:
+            message = reader.poll(0.01)
+            if message is not None and message.error() is None:
+                readable.setdefault(message.key().decode(), now_us())
+    finally:
+        reader.close()
+    assert set(readable) == set(due)
+    late_ms = {rid: (readable[rid] - due[rid]) / 1000 for rid in due}
+    assert all(0 <= ms < 1000 for ms in late_ms.values()), late_ms
 
 
 def test_a_kafka_target_burst_over_many_ticks_lands_once_and_a_webhook_tenant_stays_on_time(
