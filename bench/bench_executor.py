@@ -171,9 +171,9 @@ def measure(attempts: int, work_us: float) -> dict[str, Any]:
                 for where in ("thread", "process"):
                     for load, work_s in (("idle", 0.0), ("busy", work_us / 1e6)):
                         name = f"{where}_{load}"
-                        found = phase(receiver.url(), attempts, work_s, where)
-                        runs.setdefault(name, []).append(found)
-                        progress(f"{name}: {found}")
+                        result = phase(receiver.url(), attempts, work_s, where)
+                        runs.setdefault(name, []).append(result)
+                        progress(f"{name}: {result}")
                         receiver.clear()
                 queued = phase(receiver.url(), attempts, 0.0, "process", backlog=True)
                 runs.setdefault("process_backlog", []).append(queued)

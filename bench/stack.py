@@ -135,7 +135,7 @@ class Stack:
     def start(self, *components: str, timeout: float = 180.0) -> None:
         """Start ``components`` (default: all of this stack's) and wait until each runs a
         task for every partition."""
-        env: dict[str, object] = {
+        env: dict[str, Any] = {
             "allow_private_targets": True,
             "tenant_rate_per_s": BENCH_TENANT_RATE,
             **self.overrides,
