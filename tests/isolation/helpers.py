@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from schedulerstream.codec import default_codec
+from schedulerstream.ids import scheduled_run_id
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.kafka.reader import read_topic
+from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
+from tests.support.waits import wait_until
 
 CODEC = default_codec()
 SECOND = 1_000_000
@@ -57,3 +61,32 @@ def kafka_deliveries(settings: Settings, topic: str) -> list[dict[str, Any]]:
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
+
+
+def instant_of(run_id: str) -> int:
+    stamp = run_id.rsplit("@", 1)[1][:16]
+    return int(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()) * SECOND
+
+
+def every_second_run_ids(jobs: list[JobDefinition], since: int, until: int) -> set[str]:
+    """The run ids of every 1 s instant of ``jobs`` in ``[since, until]``."""
+    return {scheduled_run_id(j.key, t) for j in jobs for t in range(since, until + 1, SECOND)}
+
+
+def kafka_lateness(
+    settings: Settings, topic: str, expected: set[str], since: int, until: int
+) -> tuple[dict[str, list[int]], list[float]]:
+    """Once every run of ``expected`` is on ``topic``: the arrivals of the runs due in
+    ``[since, until]`` by run id, and each one's first arrival − its instant (ms)."""
+
+    def delivered() -> dict[str, list[int]] | None:
+        arrivals: dict[str, list[int]] = {}
+        for envelope in kafka_deliveries(settings, topic):
+            if since <= instant_of(envelope["run_id"]) <= until:
+                arrivals.setdefault(envelope["run_id"], []).append(envelope["arrived_us"])
+        return arrivals if expected <= set(arrivals) else None
+
+    arrivals: dict[str, list[int]] = wait_until(
+        delivered, 60, "every healthy run delivered", every=1.0
+    )
+    return arrivals, [(min(a) - instant_of(r)) / 1000 for r, a in arrivals.items()]

@@ -19,8 +19,14 @@ from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
 from tests.faults.conftest import SpawnFault
 from tests.faults.helpers import next_second_us, now_us, report
-from tests.isolation.helpers import SECOND, attempt_events, create_topic, kafka_deliveries, p99
-from tests.isolation.test_tenants import every_second_run_ids, instant_of
+from tests.isolation.helpers import (
+    SECOND,
+    attempt_events,
+    create_topic,
+    every_second_run_ids,
+    kafka_lateness,
+    p99,
+)
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.kafka]
@@ -55,16 +61,7 @@ def test_hundreds_of_missing_target_topics_hold_back_no_other_tenants_records(
     assert sched.stop() == 0
 
     expected = every_second_run_ids(healthy, since, until)
-
-    def delivered() -> dict[str, list[int]] | None:
-        arrivals: dict[str, list[int]] = {}
-        for envelope in kafka_deliveries(topo, out):
-            if since <= instant_of(envelope["run_id"]) <= until:
-                arrivals.setdefault(envelope["run_id"], []).append(envelope["arrived_us"])
-        return arrivals if expected <= set(arrivals) else None
-
-    arrivals = wait_until(delivered, 60, "every healthy run delivered", every=1.0)
-    lateness_ms = [(min(a) - instant_of(r)) / 1000 for r, a in arrivals.items()]
+    arrivals, lateness_ms = kafka_lateness(topo, out, expected, since, until)
     events = attempt_events(topo)
     failed = [
         e

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import os
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from confluent_kafka import Producer
 
 from harness.procs import ReceiverProcess
 from schedulerstream.errors import ValidationError
-from schedulerstream.ids import scheduled_run_id
 from schedulerstream.kafka.clients import producer_config
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import Publisher
@@ -35,7 +33,10 @@ from tests.isolation.helpers import (
     attempt_events,
     create_topic,
     delete_topic,
+    every_second_run_ids,
+    instant_of,
     kafka_deliveries,
+    kafka_lateness,
     p99,
 )
 from tests.support.runs import read_events
@@ -54,16 +55,6 @@ def job(tenant: str, job_id: str, target: dict[str, Any], **extra: Any) -> JobDe
     return JobDefinition.model_validate(
         {"tenant": tenant, "job_id": job_id, "target": target, **fields}
     )
-
-
-def instant_of(run_id: str) -> int:
-    stamp = run_id.rsplit("@", 1)[1][:16]
-    return int(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()) * SECOND
-
-
-def every_second_run_ids(jobs: list[JobDefinition], since: int, until: int) -> set[str]:
-    """The run ids of every 1 s instant of ``jobs`` in ``[since, until]``."""
-    return {scheduled_run_id(j.key, t) for j in jobs for t in range(since, until + 1, SECOND)}
 
 
 def test_a_tenants_broken_jobs_and_targets_stop_no_other_tenant(
@@ -215,16 +206,7 @@ def test_a_run_record_the_broker_refuses_quarantines_its_job_alone(
     assert sched.stop() == 0
 
     expected = every_second_run_ids(healthy, since, until)
-
-    def delivered() -> dict[str, list[float]] | None:
-        arrivals: dict[str, list[float]] = {}
-        for envelope in kafka_deliveries(topo, out):
-            if since <= instant_of(envelope["run_id"]) <= until:
-                arrivals.setdefault(envelope["run_id"], []).append(envelope["arrived_us"])
-        return arrivals if expected <= set(arrivals) else None
-
-    arrivals = wait_until(delivered, 60, "every healthy run delivered", every=1.0)
-    lateness_ms = [(min(a) - instant_of(r)) / 1000 for r, a in arrivals.items()]
+    arrivals, lateness_ms = kafka_lateness(topo, out, expected, since, until)
     missed = [e for e in attempt_events(topo)["bad/huge"] if e["kind"] == "missed"]
     latest = None
     for message in read_events(topo, "schedules", 1.0):

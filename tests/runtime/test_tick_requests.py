@@ -38,17 +38,24 @@ class Backlogged(CounterTopology):
             ctx.request_tick()
 
 
-def test_a_punctuation_that_asks_for_a_tick_gets_it_at_once_and_then_the_cadence_resumes(
-    counter_settings: Settings,
-) -> None:
-    s = counter_settings.model_copy(update={"tick_ms": 100})
-    topology = Backlogged(s, rounds=20)
+def rounds_of(settings: Settings, requests: int, rounds: int) -> Backlogged:
+    """A processor ticking every 100 ms whose partition 0 asks ``requests`` times for the
+    next tick at once, run for ``rounds`` of partition 0."""
+    s = settings.model_copy(update={"tick_ms": 100})
+    topology = Backlogged(s, rounds=requests)
     proc = Processor(s, topology)
     proc.start()
     try:
-        drive([proc], lambda: len(topology.round_at) >= 26)
+        drive([proc], lambda: len(topology.round_at) >= rounds)
     finally:
         proc.close()
+    return topology
+
+
+def test_a_punctuation_that_asks_for_a_tick_gets_it_at_once_and_then_the_cadence_resumes(
+    counter_settings: Settings,
+) -> None:
+    topology = rounds_of(counter_settings, 20, 26)
     gaps = [b - a for a, b in itertools.pairwise(topology.round_at)]
     asked = gaps[:20]  # the rounds that followed a request
     assert statistics.median(asked) < 0.05, asked  # not a tick (0.1 s) apart
@@ -60,14 +67,7 @@ def test_a_punctuation_that_asks_for_a_tick_gets_it_at_once_and_then_the_cadence
 def test_ticks_fall_just_after_whole_multiples_of_the_tick_on_the_wall_clock(
     counter_settings: Settings,
 ) -> None:
-    s = counter_settings.model_copy(update={"tick_ms": 100})
-    topology = Backlogged(s, rounds=0)
-    proc = Processor(s, topology)
-    proc.start()
-    try:
-        drive([proc], lambda: len(topology.wall_at) >= 12)
-    finally:
-        proc.close()
+    topology = rounds_of(counter_settings, 0, 12)
     # a tick's now_us is 1 ms past a multiple of 100 ms, give or take the poll's wake-up
     phases_ms = sorted((at % 100_000) / 1000 for at in topology.wall_at[1:])
     assert statistics.median(phases_ms) <= 10, phases_ms
