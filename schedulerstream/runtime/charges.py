@@ -38,6 +38,7 @@ class Charges:
         self._refusals: list[Refusal] = []
         self._foreign: list[tuple[int, str, str]] = []  # (partition, origin, topic)
         self._charged = False  # this transaction's failure was charged to origins
+        self._transaction = 0  # which transaction a delivery report belongs to
         self._flush_started = 0.0
         self._looked = False
 
@@ -45,7 +46,7 @@ class Charges:
         """The delivery callback of one record of ``origin``."""
         if topic not in self.owned:
             self._foreign.append((partition, origin, topic))
-        return functools.partial(self._delivered, partition, origin)
+        return functools.partial(self._delivered, self._transaction, partition, origin)
 
     def refused_at_produce(self, partition: int, output: OutRecord, exc: KafkaException) -> bool:
         """``produce`` raised for ``output``: True when that is its own fault (charged)."""
@@ -111,12 +112,19 @@ class Charges:
         self._refusals.clear()
         self._foreign.clear()
         self._charged = False
+        self._transaction += 1
 
-    def _delivered(self, partition: int, origin: str, err: Any, msg: Any) -> None:
+    def _delivered(self, transaction: int, partition: int, origin: str, err: Any,
+                   msg: Any) -> None:  # fmt: skip
         if err is None:
             return
         reason = refusal(err, msg.topic(), self.owned)
-        if reason is not None:
+        if reason is not None and transaction != self._transaction:
+            # a report of an aborted transaction, served after its abort: the replay takes
+            # the origin out, but the refusal neither fails the open transaction nor counts
+            # as a second one (which would drop the origin's own records, see ``produce``)
+            self.quarantine.note(partition, origin, reason)
+        elif reason is not None:
             size = len(msg.key() or b"") + len(msg.value() or b"")
             self._refusals.append(Refusal(partition, origin, reason, msg.topic(),
                                           msg.partition(), size, err.code()))  # fmt: skip

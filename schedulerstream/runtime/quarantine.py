@@ -115,6 +115,12 @@ class Quarantine:
             entry.reason = reason
         self.count(kind, f"partition {partition}, {origin}: {reason}")
 
+    def note(self, partition: int, origin: str, reason: str) -> None:
+        """A late report of a refusal in a transaction already aborted: taken out like one
+        charged then, without counting again if it was."""
+        if (partition, origin) not in self._entries:
+            self.add(partition, origin, reason, "record_refused")
+
     def count(self, kind: str, detail: str) -> None:
         """One isolated failure: logged and counted."""
         self.counts[kind] += 1

@@ -87,6 +87,48 @@ def test_charges_blame_the_refused_record_and_a_topic_found_gone() -> None:
     assert q.reason(2, "acme/d@1#1") is not None
 
 
+class SizeRefused:
+    """A delivery report's message: a run record of ``cron.runs`` the broker refused."""
+
+    def topic(self) -> str:
+        return "cron.runs"
+
+    def partition(self) -> int:
+        return 1
+
+    def key(self) -> bytes:
+        return b"acme/huge@2"
+
+    def value(self) -> bytes:
+        return b"v" * 600_000
+
+
+def test_a_report_served_after_its_transaction_aborted_is_charged_once_not_to_the_replay() -> None:
+    """Two records of one job refused in a transaction; one report is served before the
+    abort, the other only during the replay. The replay still takes the job out, once, and
+    its own transaction does not fail for the old refusal."""
+    q = Quarantine()
+    charges = Charges(OWNED, q, lambda t: None)
+    first = charges.callback(1, "acme/huge", "cron.runs")
+    second = charges.callback(1, "acme/huge", "cron.runs")
+    first(KafkaError(SIZE), SizeRefused())
+    assert "acme/huge" in charges.aborted()  # charged: the replay takes it out
+    q.aborted()
+    second(KafkaError(SIZE), SizeRefused())  # served late, while the replay runs
+    charges.start_flush()
+    charges.check()  # the replay's own records were all accepted: it commits
+    assert q.failures(1, "acme/huge") == 1  # not "refused twice" (its records kept)
+    assert q.reason(1, "acme/huge") is not None
+
+    late = Quarantine()  # a report served only after the abort still takes its origin out
+    charges = Charges(OWNED, late, lambda t: None)
+    only = charges.callback(1, "acme/huge", "cron.runs")
+    assert charges.aborted() == ""
+    only(KafkaError(SIZE), SizeRefused())
+    charges.check()
+    assert late.reason(1, "acme/huge") is not None and late.failures(1, "acme/huge") == 1
+
+
 def test_a_record_refused_at_produce_is_charged_only_for_its_own_fault() -> None:
     q = Quarantine()
     charges = Charges(OWNED, q, lambda t: None)
