@@ -18,6 +18,25 @@ SIZE = KafkaError.MSG_SIZE_TOO_LARGE
 UNKNOWN = KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+class Reported:
+    """The message of a delivery report."""
+
+    def __init__(self, topic: str, partition: int, size: int) -> None:
+        self._topic, self._partition, self._size = topic, partition, size
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"v" * self._size
+
+
 def test_a_size_error_is_the_records_on_any_topic_a_missing_topic_only_on_foreign_ones() -> None:
     too_big = KafkaError(SIZE, "Message size too large")
     gone = KafkaError(UNKNOWN, "Unknown topic or partition")
@@ -68,39 +87,10 @@ def test_charges_blame_the_refused_record_and_a_topic_found_gone() -> None:
     assert q.reason(1, "acme/b@1#1") == "gone" and q.reason(0, "acme/a@1#1") is None
     del bad
 
-    class Msg:
-        def topic(self) -> str:
-            return "orders"
-
-        def partition(self) -> int:
-            return 0
-
-        def key(self) -> bytes:
-            return b"k"
-
-        def value(self) -> bytes:
-            return b"v" * 10
-
-    charges.callback(2, "acme/d@1#1", "orders")(KafkaError(UNKNOWN), Msg())
+    charges.callback(2, "acme/d@1#1", "orders")(KafkaError(UNKNOWN), Reported("orders", 0, 10))
     with pytest.raises(TransactionFailed, match="acme/d@1#1"):
         charges.check()
     assert q.reason(2, "acme/d@1#1") is not None
-
-
-class SizeRefused:
-    """A delivery report's message: a run record of ``cron.runs`` the broker refused."""
-
-    def topic(self) -> str:
-        return "cron.runs"
-
-    def partition(self) -> int:
-        return 1
-
-    def key(self) -> bytes:
-        return b"acme/huge@2"
-
-    def value(self) -> bytes:
-        return b"v" * 600_000
 
 
 def test_a_report_served_after_its_transaction_aborted_is_charged_once_not_to_the_replay() -> None:
@@ -111,10 +101,11 @@ def test_a_report_served_after_its_transaction_aborted_is_charged_once_not_to_th
     charges = Charges(OWNED, q, lambda t: None)
     first = charges.callback(1, "acme/huge", "cron.runs")
     second = charges.callback(1, "acme/huge", "cron.runs")
-    first(KafkaError(SIZE), SizeRefused())
+    first(KafkaError(SIZE), Reported("cron.runs", 1, 600_000))
     assert "acme/huge" in charges.aborted()  # charged: the replay takes it out
     q.aborted()
-    second(KafkaError(SIZE), SizeRefused())  # served late, while the replay runs
+    huge = Reported("cron.runs", 1, 600_000)
+    second(KafkaError(SIZE), huge)  # served late, while the replay runs
     charges.start_flush()
     charges.check()  # the replay's own records were all accepted: it commits
     assert q.failures(1, "acme/huge") == 1  # not "refused twice" (its records kept)
@@ -124,7 +115,7 @@ def test_a_report_served_after_its_transaction_aborted_is_charged_once_not_to_th
     charges = Charges(OWNED, late, lambda t: None)
     only = charges.callback(1, "acme/huge", "cron.runs")
     assert charges.aborted() == ""
-    only(KafkaError(SIZE), SizeRefused())
+    only(KafkaError(SIZE), Reported("cron.runs", 1, 600_000))
     charges.check()
     assert late.reason(1, "acme/huge") is not None and late.failures(1, "acme/huge") == 1
 
