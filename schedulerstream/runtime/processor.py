@@ -264,7 +264,10 @@ class Processor:
         if now >= self._next_sample:
             self._sample()
             self._next_sample = now + SAMPLE_INTERVAL_S
-        self._txn.poll()
+        try:
+            self._txn.poll()
+        except KafkaException as exc:  # a fatal error (fenced) surfaces here too
+            self._recover(classify(exc))
 
     def _tick_after(self) -> float:
         """The next tick (monotonic): just past the next point of a ``tick_ms`` grid on the
