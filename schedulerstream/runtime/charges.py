@@ -7,6 +7,10 @@ transaction fails or stalls on it (the coordinator cannot add a partition of a t
 a moment ago). The last leaves no delivery report to read, so while a flush waits the
 topics of the transaction's foreign records (topics the topology does not own: a job's Kafka
 target) are looked up, and a missing one ends the wait at once.
+
+Any other failed delivery report of the open transaction (a sequence gap after an earlier
+refusal, a purge: librdkafka's "abortable error") dooms the whole transaction, while records
+it no longer sends may wait out ``message.timeout.ms``: ``check`` ends the flush at once.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from schedulerstream.runtime.context import OutRecord
-from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
+from schedulerstream.runtime.quarantine import (
+    RECORD_CODES,
+    Quarantine,
+    Refusal,
+    culprits,
+    refusal,
+)
 from schedulerstream.runtime.transaction import DeliveryCallback, Failure, TransactionFailed
 
 log = logging.getLogger(__name__)
@@ -41,12 +51,20 @@ class Charges:
         self._transaction = 0  # which transaction a delivery report belongs to
         self._flush_started = 0.0
         self._looked = False
+        self._doomed = ""  # why the open transaction cannot commit (a failed delivery)
+        # the broker refused a record of a partition that stays in use: its sequence number
+        # is spent, so the next transaction's records there fail as out of order
+        self.sequence_gap = False
 
     def callback(self, partition: int, origin: str, topic: str) -> DeliveryCallback:
         """The delivery callback of one record of ``origin``."""
         if topic not in self.owned:
             self._foreign.append((partition, origin, topic))
         return functools.partial(self._delivered, self._transaction, partition, origin)
+
+    def plain_callback(self) -> DeliveryCallback:
+        """The delivery callback of a record charged to no origin (the rejected topic)."""
+        return functools.partial(self._delivered_plain, self._transaction)
 
     def refused_at_produce(self, partition: int, output: OutRecord, exc: KafkaException) -> bool:
         """``produce`` raised for ``output``: True when that is its own fault (charged)."""
@@ -71,6 +89,8 @@ class Charges:
         charged = self._charge_refusals()
         if charged:
             raise TransactionFailed(Failure.ABORTABLE, charged)
+        if self._doomed:
+            raise TransactionFailed(Failure.ABORTABLE, self._doomed)
         stalled = time.monotonic() - self._flush_started > STALL_S
         if self._foreign and stalled and not self._looked:
             self._looked = True
@@ -112,6 +132,7 @@ class Charges:
         self._refusals.clear()
         self._foreign.clear()
         self._charged = False
+        self._doomed = ""
         self._transaction += 1
 
     def _delivered(self, transaction: int, partition: int, origin: str, err: Any,
@@ -119,6 +140,8 @@ class Charges:
         if err is None:
             return
         reason = refusal(err, msg.topic(), self.owned)
+        if reason is not None and err.code() in RECORD_CODES:
+            self.sequence_gap = True
         if reason is not None and transaction != self._transaction:
             # a report of an aborted transaction, served after its abort: the replay takes
             # the origin out, but the refusal neither fails the open transaction nor counts
@@ -128,6 +151,22 @@ class Charges:
             size = len(msg.key() or b"") + len(msg.value() or b"")
             self._refusals.append(Refusal(partition, origin, reason, msg.topic(),
                                           msg.partition(), size, err.code()))  # fmt: skip
+        elif transaction == self._transaction:
+            self.doomed(err, msg.topic())
+
+    def _delivered_plain(self, transaction: int, err: Any, msg: Any) -> None:
+        if err is None:
+            return
+        if refusal(err, msg.topic(), self.owned) is not None:
+            log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
+        if transaction == self._transaction:
+            self.doomed(err, msg.topic())
+
+    def doomed(self, err: Any, topic: str) -> None:
+        """A record of the open transaction was not delivered, for no fault of its own:
+        the transaction cannot commit (``check`` ends its flush)."""
+        if not self._doomed:
+            self._doomed = f"a record for {topic} was not delivered: {err}"
 
     def _charge_missing_topics(self) -> int:
         missing: dict[str, str] = {}

@@ -20,7 +20,7 @@ from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime.changelog import capture
 from schedulerstream.runtime.charges import Charges, TopicLookup
 from schedulerstream.runtime.context import OutRecord, TaskContext, refused_output, rejected_output
-from schedulerstream.runtime.quarantine import Quarantine, refusal
+from schedulerstream.runtime.quarantine import Quarantine
 from schedulerstream.runtime.task import Task
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.runtime.transaction import (
@@ -82,7 +82,8 @@ class Committer:
                 reason = self.quarantine.reason(partition, charged) or "refused twice"
                 self.quarantine.count("record_dropped", f"{charged}: {reason}")
                 self.txn.produce(refused_output(self.rejected_topic, output, reason,
-                                                self.group_id))  # fmt: skip
+                                                self.group_id),
+                                 self.charges.plain_callback())  # fmt: skip
                 continue
             if not sized and output.size() > self.max_record:
                 reason = self.too_large(output)
@@ -91,10 +92,11 @@ class Committer:
                 else:
                     self.quarantine.count("record_too_large", reason)
                 self.txn.produce(refused_output(self.rejected_topic, output, reason,
-                                                self.group_id))  # fmt: skip
+                                                self.group_id),
+                                 self.charges.plain_callback())  # fmt: skip
                 continue
             if charged is None:
-                self.txn.produce(output, self._on_delivery)
+                self.txn.produce(output, self.charges.plain_callback())
                 continue
             try:
                 self.txn.produce(output, self.charges.callback(partition, charged, output.topic))
@@ -108,17 +110,13 @@ class Committer:
         self.metrics["records_rejected"] += 1
         log.warning("rejected %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason)
         output = rejected_output(self.rejected_topic, msg, reason, self.group_id, self.max_record)
-        self.txn.produce(output)
+        self.txn.produce(output, self.charges.plain_callback())
 
     def too_large(self, output: OutRecord) -> str:
         return (
             f"a record of {output.size():,} bytes for {output.topic!r} is over the limit of "
             f"{self.max_record:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
         )
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None and refusal(err, msg.topic(), self.owned) is not None:
-            log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
 
     # -- committing ---------------------------------------------------------------------
     def commit(
@@ -159,11 +157,15 @@ class Committer:
                     task, self.txn, self.topology.changelog_topic
                 )
             self.charges.start_flush()
-            self.txn.flush(self.charges.check)  # (2)
-            self.charges.check()
-            failed = [t.changelog_error for t in running if t.changelog_error]
-            if failed:
-                raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
+
+            def check() -> None:
+                self.charges.check()
+                failed = [t.changelog_error for t in running if t.changelog_error]
+                if failed:
+                    raise TransactionFailed(Failure.ABORTABLE, f"changelog delivery: {failed[0]}")
+
+            self.txn.flush(check)  # (2)
+            check()
             offsets = [
                 TopicPartition(topic, task.partition, offset)
                 for task in running
@@ -248,6 +250,10 @@ class Committer:
             except KafkaException as exc:
                 log.warning("abort failed: %s", exc)
                 kind = Failure.FATAL
+        if self.charges.sequence_gap:  # a fresh epoch, or the replay fails on the gap
+            self.charges.sequence_gap = False
+            log.info("a new producer: the broker refused a record, whose sequence is spent")
+            kind = Failure.FATAL
         if kind is Failure.FATAL:
             self.metrics["producer_recreations"] += 1
             try:

@@ -120,6 +120,37 @@ def test_a_report_served_after_its_transaction_aborted_is_charged_once_not_to_th
     assert late.reason(1, "acme/huge") is not None and late.failures(1, "acme/huge") == 1
 
 
+def test_any_other_failed_report_of_the_open_transaction_ends_its_flush_at_once() -> None:
+    """A sequence gap or a purge fails no origin but dooms the transaction: ``check`` raises
+    at once instead of letting the flush wait out the records librdkafka no longer sends. A
+    report of an earlier, aborted transaction does not doom the open one."""
+    charges = Charges(OWNED, Quarantine(), lambda t: None)
+    stale = charges.plain_callback()
+    charges.aborted()  # a new transaction opens
+    stale(KafkaError(KafkaError._PURGE_QUEUE), Reported("cron.rejected", 0, 10))
+    charges.start_flush()
+    charges.check()  # nothing of this transaction failed
+    run = charges.callback(2, "acme/ok", "cron.runs")
+    gap = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "skipped sequence numbers")
+    run(gap, Reported("cron.runs", 2, 100))
+    with pytest.raises(TransactionFailed) as failed:
+        charges.check()
+    assert "cron.runs" in failed.value.reason and "sequence" in failed.value.reason
+    assert charges.aborted() == ""  # no origin is blamed for it
+    charges.start_flush()
+    charges.check()  # the replay starts clean
+
+
+def test_a_record_the_broker_refused_for_itself_leaves_a_sequence_gap() -> None:
+    """Its sequence number is spent: the committer then starts a fresh producer (epoch), or
+    the replay's records for that partition would fail as out of order."""
+    charges = Charges(OWNED, Quarantine(), lambda t: None)
+    charges.callback(0, "acme/gone", "orders")(KafkaError(UNKNOWN), Reported("orders", 0, 10))
+    assert not charges.sequence_gap  # a topic that is gone gets no more records
+    charges.callback(1, "acme/huge", "cron.runs")(KafkaError(SIZE), Reported("cron.runs", 1, 9))
+    assert charges.sequence_gap
+
+
 def test_a_record_refused_at_produce_is_charged_only_for_its_own_fault() -> None:
     q = Quarantine()
     charges = Charges(OWNED, q, lambda t: None)
