@@ -33,6 +33,7 @@ from schedulerstream.runtime.transaction import (
 
 log = logging.getLogger(__name__)
 
+GAP_ABORT_S = 0.5  # an abort after a refusal (see ``abort``)
 Recover = Callable[[TransactionFailed], None]  # abort, then rebuild the running tasks
 WriteFailed = Callable[[Task], None]  # a task's local write failed: rebuild it
 
@@ -244,14 +245,18 @@ class Committer:
             self.quarantine.count("repeated_abort", cause)
         self._last_abort = cause
         kind = failure.failure
+        # A record the broker refused spent its sequence number: the replay's records for
+        # its partition would fail as out of order, so a fresh producer (a new epoch) is
+        # made after the abort. Such an abort may wait out message.timeout.ms for records
+        # librdkafka holds back, so it gets a short time: a new epoch aborts it anyway.
+        gap, self.charges.sequence_gap = self.charges.sequence_gap, False
         if kind is Failure.ABORTABLE:
             try:
-                self.txn.abort()
+                self.txn.abort(GAP_ABORT_S if gap else None)
             except KafkaException as exc:
                 log.warning("abort failed: %s", exc)
                 kind = Failure.FATAL
-        if self.charges.sequence_gap:  # a fresh epoch, or the replay fails on the gap
-            self.charges.sequence_gap = False
+        if gap and kind is Failure.ABORTABLE:
             log.info("a new producer: the broker refused a record, whose sequence is spent")
             kind = Failure.FATAL
         if kind is Failure.FATAL:

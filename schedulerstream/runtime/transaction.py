@@ -220,9 +220,10 @@ class TransactionalProducer:
                 time.sleep(0.1 * attempt)
         raise TransactionFailed(Failure.FATAL, "commit outcome unknown")
 
-    def abort(self) -> None:
-        """Abort the begun transaction (if any)."""
+    def abort(self, timeout_s: float | None = None) -> None:
+        """Abort the begun transaction (if any) within ``timeout_s`` (default: the producer's
+        timeout); a KafkaException when it cannot (``recreate`` then fences it)."""
         if self.begun:
             with self._watchdog.guard("abort_transaction", self.hung_after_s):
-                self.producer.abort_transaction(self.timeout_s)
+                self.producer.abort_transaction(timeout_s or self.timeout_s)
             self.begun = False
