@@ -57,6 +57,7 @@ from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.copartition import check_home_partition
+from schedulerstream.runtime.quarantine import refused_for_size
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
@@ -331,7 +332,13 @@ class DispatcherTopology(Topology):
         this attempt fails (retried with backoff like any other failure)."""
         d = start.delivery
         origin = f"{d.run_id}#{d.attempt}"
+        topic, key, value, headers = kafka_record(d, config, clock=self.clock)
+        size = len(key) + len(value) + sum(len(n) + len(v) for n, v in headers)
         refused = ctx.failed(origin)
+        if refused is not None and refused_for_size(refused):  # the topic is fine
+            self.target_topics.refused_size(topic, size, refused)
+            self._refuse(ctx, start, refused)
+            return
         if refused is not None:
             self.target_topics.refused(config.topic, refused)
             ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {refused}")
@@ -342,17 +349,22 @@ class DispatcherTopology(Topology):
             ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {problem}")
             self._settle(ctx, start, Outcome("failed", problem, True, 0))
             return
-        topic, key, value, headers = kafka_record(d, config, clock=self.clock)
-        size = len(key) + len(value) + sum(len(n) + len(v) for n, v in headers)
-        if size > ctx.max_record_bytes:
-            reason = (f"the record for Kafka target topic {topic!r} is {size:,} bytes, over the "
-                      f"limit of {ctx.max_record_bytes:,}")  # fmt: skip
-            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {reason}")
-            self._settle(ctx, start, Outcome("refused", reason, False, 0))
+        too_large = self.target_topics.too_large(topic, size)
+        if too_large is None and size > ctx.max_record_bytes:
+            too_large = (f"the record for Kafka target topic {topic!r} is {size:,} bytes, over "
+                         f"the limit of {ctx.max_record_bytes:,}")  # fmt: skip
+        if too_large is not None:
+            self._refuse(ctx, start, too_large)
             return
         ctx.produce(topic, key, value, None, list(headers), origin=origin)
         self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
         ctx.request_commit()  # the record is delivered when this transaction commits
+
+    def _refuse(self, ctx: TaskContext, start: Start, reason: str) -> None:
+        """The attempt's record is too large for its topic: it fails for good, alone."""
+        d = start.delivery
+        ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {reason}")
+        self._settle(ctx, start, Outcome("refused", reason, False, 0))
 
     def _topic_problems(self, topics: Collection[str]) -> dict[str, str | None]:
         """(the lookup thread of ``target_topics``)"""

@@ -30,6 +30,9 @@ RECORD_CODES = frozenset(
         KafkaError.POLICY_VIOLATION,
     }
 )
+# Of those, the ones about its size: the same record (or a larger one) is refused again.
+SIZE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+_SIZE_MARKS = tuple(f"refused the record: {KafkaError(code).name()}: " for code in SIZE_CODES)
 # The record's topic is at fault: isolated only for topics the topology does not own (a job's
 # Kafka target); for its own topics it is an outage of the pipeline, not of one run.
 TOPIC_CODES = frozenset(
@@ -53,6 +56,11 @@ def refusal(err: KafkaError, topic: str, owned: frozenset[str]) -> str | None:
     if code in RECORD_CODES or (code in TOPIC_CODES and topic not in owned):
         return f"topic {topic!r} refused the record: {err.name()}: {err.str()}"
     return None
+
+
+def refused_for_size(reason: str) -> bool:
+    """Is ``reason`` (a ``refusal``'s) a refusal of the record's size?"""
+    return any(mark in reason for mark in _SIZE_MARKS)
 
 
 @dataclass(frozen=True, slots=True)

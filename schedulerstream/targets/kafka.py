@@ -55,7 +55,9 @@ class TargetTopics:
     have passed, so a topic in use never goes unknown. A record the broker refuses anyway is
     ``refused``: the topic counts as unwritable for ``missing_s``, whatever a lookup already
     under way says. The topics waiting for an answer are asked together, in one request
-    when there are several."""
+    when there are several. A record refused for its size is ``refused_size``: records as
+    large for that topic are ``too_large`` for ``known_s`` (the topic's limit may be raised
+    meanwhile), so a job whose records never fit does not abort a transaction each run."""
 
     def __init__(
         self, lookup: Lookup, clock: Clock, known_s: float = 60.0, missing_s: float = 1.0
@@ -72,6 +74,8 @@ class TargetTopics:
         self._wake = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
+        # topic → (smallest size refused, until µs, why): the loop's own, not the thread's
+        self._too_large: dict[str, tuple[int, int, str]] = {}
 
     def known(self, topic: str) -> bool:
         """Is a current answer for ``topic`` in? Asks for one when there is none or it is
@@ -93,6 +97,23 @@ class TargetTopics:
         with self._wake:
             self._refusals[topic] = self._refusals.get(topic, 0) + 1
             self._remember(topic, reason, self._clock.now_us(), self._missing_us)
+
+    def refused_size(self, topic: str, size: int, reason: str) -> None:
+        """The broker refused a record of ``size`` bytes for ``topic`` because of its size."""
+        now = self._clock.now_us()
+        held = self._too_large.get(topic)
+        if held is None or held[1] <= now or size < held[0]:
+            self._too_large[topic] = (size, now + self._known_us, reason)
+
+    def too_large(self, topic: str, size: int) -> str | None:
+        """Why a record of ``size`` bytes for ``topic`` would be refused (None: it may fit)."""
+        held = self._too_large.get(topic)
+        if held is None or size < held[0]:
+            return None
+        if held[1] <= self._clock.now_us():
+            del self._too_large[topic]
+            return None
+        return f"{held[2]} (a record of {held[0]:,} bytes was; this one has {size:,})"
 
     def close(self) -> None:
         with self._wake:

@@ -21,9 +21,9 @@ CODEC = default_codec()
 SECOND = 1_000_000
 
 
-def create_topic(settings: Settings, name: str, **config: str) -> None:
+def create_topic(settings: Settings, name: str, partitions: int = 2, **config: str) -> None:
     admin = AdminClient(base_config(settings))
-    topic = NewTopic(name, num_partitions=2, replication_factor=1, config=config)
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)
     admin.create_topics([topic], operation_timeout=30)[name].result(30)
 
 

@@ -245,3 +245,63 @@ def test_a_run_record_the_broker_refuses_quarantines_its_job_alone(
     # message.timeout.ms: the healthy runs' lateness shows that only when they were in it)
     assert 0 < figures["running_again_ms"] <= 3000, figures
     assert "aborted two transactions in a row" not in sched.log()
+
+
+def test_a_target_topic_too_small_for_a_jobs_records_fails_those_runs_alone(
+    topo: Settings, procs: SpawnFault
+) -> None:
+    """A Kafka target topic whose max.message.bytes (2,000) is below one job's records: the
+    broker refuses the first one, the dispatcher's transaction aborts once, and that attempt
+    fails for good with the broker's reason; the job's later records are refused by the
+    dispatcher itself, naming the size, without another abort. A job of the same tenant
+    writing small records to the same topic partition, and a healthy tenant, lose nothing
+    and come on time."""
+    out, small = topo.topic("stream-out"), topo.topic("small-out")
+    create_topic(topo, out)
+    create_topic(topo, small, partitions=1, **{"max.message.bytes": "2000"})
+    disp = procs("dispatcher", "d")
+    sched = procs("scheduler", "s")
+    disp.wait_running(topo.partitions)
+    sched.wait_running(topo.partitions)
+    healthy = [
+        job("stream", f"feed-{i}", {"type": "kafka", "topic": out}) for i in range(HEALTHY_JOBS)
+    ]
+    fits = job("bad", "fits", {"type": "kafka", "topic": small})
+    noise = base64.b64encode(os.urandom(3000)).decode()  # 4,000 characters, incompressible
+    too_big = job("bad", "too-big", {"type": "kafka", "topic": small}, payload=noise)
+    Publisher(topo).put_jobs([*healthy, fits, too_big])
+    since = next_second_us(2)
+    until = since + WINDOW_S * SECOND
+    wait_until(lambda: now_us() > until + 2 * SECOND, 40, "the window to pass")
+    assert sched.stop() == 0
+
+    arrivals, lateness_ms = kafka_lateness(
+        topo, out, every_second_run_ids(healthy, since, until), since, until
+    )
+    fit_arrivals, fit_lateness_ms = kafka_lateness(
+        topo, small, every_second_run_ids([fits], since, until), since, until
+    )
+    events = attempt_events(topo)["bad/too-big"]
+    in_window = [e for e in events if since <= instant_of(e["run_id"]) <= until]
+    failed = [e for e in in_window if e["kind"] == "failed"]
+    figures: dict[str, Any] = {
+        "healthy_lateness_p99_ms": round(p99(lateness_ms), 1),
+        "fits_lateness_p99_ms": round(p99(fit_lateness_ms), 1),
+        "fits_duplicates": sum(len(a) - 1 for a in fit_arrivals.values()),
+        "too_big_failed": len(failed),
+        "too_big_attempts": max((e["attempt"] for e in in_window), default=0),
+        "dispatcher_aborts": disp.log().count("transaction failed ("),
+        "first_reason": failed[0]["reason"][:200] if failed else None,
+        "last_reason": failed[-1]["reason"][:200] if failed else None,
+    }
+    report("isolation_target_too_small", **figures)
+    assert sum(len(a) - 1 for a in arrivals.values()) == 0, figures
+    assert p99(lateness_ms) <= 1000 and p99(fit_lateness_ms) <= 1000, figures
+    assert figures["fits_duplicates"] == 0, figures
+    assert not any(e["run_id"].startswith("bad/too-big") for e in kafka_deliveries(topo, small))
+    assert figures["too_big_failed"] == WINDOW_S + 1, figures  # each run once, not retried
+    assert figures["too_big_attempts"] == 1, figures
+    assert failed[-1]["reason"] and "bytes" in failed[-1]["reason"], figures
+    assert any("MSG_SIZE_TOO_LARGE" in (e["reason"] or "") for e in events), figures
+    assert figures["dispatcher_aborts"] <= 2, figures  # the first record's, not one a run
+    assert 0 < running_again_ms(disp.log(), topo.partitions) <= 3000, figures
