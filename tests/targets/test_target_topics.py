@@ -136,3 +136,24 @@ def test_the_admin_lookup_names_a_missing_topic_alone_or_among_several(
     wait_until(lambda: lookup([there]) == {there: None}, 30, "the new topic's metadata")
     assert lookup([missing]) == {missing: MISSING.format(missing)}
     assert lookup([there, missing]) == {there: None, missing: MISSING.format(missing)}
+
+
+def test_a_size_refused_is_remembered_for_records_as_large_until_it_is_old() -> None:
+    clock = ManualClock(1_000_000)
+    topics = TargetTopics(SlowCluster(set()), clock, known_s=60.0)
+    try:
+        why = "topic 'orders' refused the record: MSG_SIZE_TOO_LARGE: Broker: too large"
+        topics.refused_size("orders", 4_000, why)
+        assert topics.too_large("orders", 3_999) is None
+        assert topics.too_large("billing", 9_000) is None  # another topic: its own limit
+        said = topics.too_large("orders", 5_000)
+        assert said is not None and why in said and "4,000" in said and "5,000" in said
+        topics.refused_size("orders", 3_000, why)  # a smaller one refused: the bound drops
+        assert topics.too_large("orders", 3_500) is not None
+        topics.refused_size("orders", 3_800, why)  # a larger one does not raise it again
+        assert topics.too_large("orders", 3_500) is not None
+        assert topics.problem("orders") is None  # the topic itself is fine
+        clock.advance(61.0)  # the topic's limit may have been raised meanwhile
+        assert topics.too_large("orders", 5_000) is None
+    finally:
+        topics.close()
