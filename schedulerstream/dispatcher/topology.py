@@ -329,7 +329,8 @@ class DispatcherTopology(Topology):
     def _produce_target(self, ctx: TaskContext, start: Start, config: KafkaConfig) -> None:
         """A Kafka target's record joins this transaction, unless its topic is known to be
         missing or the broker refused it in the aborted transaction this replays: then only
-        this attempt fails (retried with backoff like any other failure)."""
+        this attempt fails (retried with backoff like any other failure), for good when the
+        record alone is too large for the topic (and so are later ones as large)."""
         d = start.delivery
         origin = f"{d.run_id}#{d.attempt}"
         topic, key, value, headers = kafka_record(d, config, clock=self.clock)
@@ -340,7 +341,8 @@ class DispatcherTopology(Topology):
             self._refuse(ctx, start, refused)
             return
         if refused is not None:
-            self.target_topics.refused(config.topic, refused)
+            if not refused_for_size(refused, alone=False):  # (a batch too large: retried)
+                self.target_topics.refused(config.topic, refused)
             ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {refused}")
             self._settle(ctx, start, Outcome("failed", refused, True, 0))
             return

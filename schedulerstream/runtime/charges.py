@@ -159,6 +159,7 @@ class Charges:
             return
         if refusal(err, msg.topic(), self.owned) is not None:
             log.warning("a record for %s with no origin was refused: %s", msg.topic(), err)
+            self.sequence_gap = self.sequence_gap or err.code() in RECORD_CODES
         if transaction == self._transaction:
             self.doomed(err, msg.topic())
 

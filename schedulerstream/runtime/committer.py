@@ -249,14 +249,13 @@ class Committer:
         # its partition would fail as out of order, so a fresh producer (a new epoch) is
         # made after the abort. Such an abort may wait out message.timeout.ms for records
         # librdkafka holds back, so it gets a short time: a new epoch aborts it anyway.
-        gap, self.charges.sequence_gap = self.charges.sequence_gap, False
         if kind is Failure.ABORTABLE:
             try:
-                self.txn.abort(GAP_ABORT_S if gap else None)
+                self.txn.abort(GAP_ABORT_S if self.charges.sequence_gap else None)
             except KafkaException as exc:
                 log.warning("abort failed: %s", exc)
                 kind = Failure.FATAL
-        if gap and kind is Failure.ABORTABLE:
+        if kind is Failure.ABORTABLE and self.charges.sequence_gap:  # reports served in abort
             log.info("a new producer: the broker refused a record, whose sequence is spent")
             kind = Failure.FATAL
         if kind is Failure.FATAL:
@@ -266,6 +265,8 @@ class Committer:
             except KafkaException as exc:
                 err = kafka_error(exc)
                 raise FencedError(f"cannot recreate the transactional producer: {err}") from exc
+        if kind is Failure.FATAL:  # the old producer's last reports are in: its gap went too
+            self.charges.sequence_gap = False
         if failure.group_fenced:
             self.metrics["group_fenced"] += 1
         self.dirty = False

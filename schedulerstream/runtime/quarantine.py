@@ -13,7 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaError
 
@@ -33,6 +33,8 @@ RECORD_CODES = frozenset(
 # Of those, the ones about its size: the same record (or a larger one) is refused again.
 SIZE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 _SIZE_MARKS = tuple(f"refused the record: {KafkaError(code).name()}: " for code in SIZE_CODES)
+# the broker checks a whole batch: a record refused with others may fit on its own
+IN_A_BATCH = " (refused together with {} other records)"
 # The record's topic is at fault: isolated only for topics the topology does not own (a job's
 # Kafka target); for its own topics it is an outage of the pipeline, not of one run.
 TOPIC_CODES = frozenset(
@@ -58,9 +60,12 @@ def refusal(err: KafkaError, topic: str, owned: frozenset[str]) -> str | None:
     return None
 
 
-def refused_for_size(reason: str) -> bool:
-    """Is ``reason`` (a ``refusal``'s) a refusal of the record's size?"""
-    return any(mark in reason for mark in _SIZE_MARKS)
+def refused_for_size(reason: str, alone: bool = True) -> bool:
+    """Is ``reason`` (a charged refusal's) a refusal for size: of this record's own size
+    (``alone``: not refused with other records of its batch), or of its batch's?"""
+    if not any(mark in reason for mark in _SIZE_MARKS):
+        return False
+    return not alone or IN_A_BATCH.partition("{")[0] not in reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +85,20 @@ def culprits(refusals: list[Refusal]) -> list[Refusal]:
     """The refusals to charge to their origins. A missing or forbidden topic fails every
     record sent to it. A size error fails the whole batch the broker was sent, small records
     beside the large one included: only the largest record of each topic partition is
-    charged (if another is too large too, the replay fails on it and charges it next)."""
+    charged (if another is too large too, the replay fails on it and charges it next), and
+    when others were refused with it its reason says so (it may fit on its own)."""
     charged = [r for r in refusals if r.code not in RECORD_CODES]
     largest: dict[tuple[str, int], Refusal] = {}
+    together: Counter[tuple[str, int]] = Counter()
     for r in refusals:
         if r.code in RECORD_CODES:
             where = (r.topic, r.topic_partition)
+            together[where] += 1
             if where not in largest or r.size > largest[where].size:
                 largest[where] = r
+    for where, r in largest.items():
+        if together[where] > 1:  # the batch was too large, perhaps not this record
+            largest[where] = replace(r, reason=r.reason + IN_A_BATCH.format(together[where] - 1))
     return charged + list(largest.values())
 
 

@@ -225,5 +225,5 @@ class TransactionalProducer:
         timeout); a KafkaException when it cannot (``recreate`` then fences it)."""
         if self.begun:
             with self._watchdog.guard("abort_transaction", self.hung_after_s):
-                self.producer.abort_transaction(timeout_s or self.timeout_s)
+                self.producer.abort_transaction(self.timeout_s if timeout_s is None else timeout_s)
             self.begun = False

@@ -40,7 +40,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 JOBS = 100
 SIZE_MB = 16
 _TASK_LINE = re.compile(
-    r"task (\d+)(: (?:local write failed|state store|closing its store)| running)"
+    r"task (\d+)(: (?:local write failed|state store|closing its store|restore cannot start)"
+    r"| running)"
 )
 
 

@@ -10,7 +10,13 @@ from schedulerstream.errors import ValidationError
 from schedulerstream.limits import RecordLimits
 from schedulerstream.runtime.charges import Charges
 from schedulerstream.runtime.context import OutRecord
-from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
+from schedulerstream.runtime.quarantine import (
+    Quarantine,
+    Refusal,
+    culprits,
+    refusal,
+    refused_for_size,
+)
 from schedulerstream.runtime.transaction import TransactionFailed
 
 OWNED = frozenset({"cron.runs", "cron.attempts"})
@@ -52,7 +58,20 @@ def test_only_the_largest_record_of_a_batch_is_blamed_for_its_size() -> None:
 
     refused = [r("small", 100), r("huge", 1_200_000), r("other", 900, partition=1)]
     refused.append(Refusal(0, "target", "gone", "orders", 0, 10, UNKNOWN))
-    assert sorted(x.origin for x in culprits(refused)) == ["huge", "other", "target"]
+    blamed = {x.origin: x.reason for x in culprits(refused)}
+    assert sorted(blamed) == ["huge", "other", "target"]
+    # refused with another record, "huge" may fit alone: not known to be too large itself
+    assert blamed["huge"] == "why (refused together with 1 other records)"
+    assert blamed["other"] == "why"
+
+
+def test_only_a_record_refused_alone_for_its_size_is_too_large_itself() -> None:
+    too_big = refusal(KafkaError(SIZE, "Message size too large"), "orders", OWNED) or ""
+    assert refused_for_size(too_big)
+    in_batch = too_big + " (refused together with 2 other records)"
+    assert not refused_for_size(in_batch) and refused_for_size(in_batch, alone=False)
+    gone = refusal(KafkaError(UNKNOWN, "Unknown topic or partition"), "orders", OWNED) or ""
+    assert gone and not refused_for_size(gone)
 
 
 def test_a_quarantined_origin_is_taken_out_until_a_commit_holds_it() -> None:
@@ -126,8 +145,10 @@ def test_any_other_failed_report_of_the_open_transaction_ends_its_flush_at_once(
     report of an earlier, aborted transaction does not doom the open one."""
     charges = Charges(OWNED, Quarantine(), lambda t: None)
     stale = charges.plain_callback()
+    stale_run = charges.callback(1, "acme/old", "cron.runs")
     charges.aborted()  # a new transaction opens
     stale(KafkaError(KafkaError._PURGE_QUEUE), Reported("cron.rejected", 0, 10))
+    stale_run(KafkaError(KafkaError._PURGE_QUEUE), Reported("cron.runs", 1, 10))
     charges.start_flush()
     charges.check()  # nothing of this transaction failed
     run = charges.callback(2, "acme/ok", "cron.runs")
@@ -149,6 +170,9 @@ def test_a_record_the_broker_refused_for_itself_leaves_a_sequence_gap() -> None:
     assert not charges.sequence_gap  # a topic that is gone gets no more records
     charges.callback(1, "acme/huge", "cron.runs")(KafkaError(SIZE), Reported("cron.runs", 1, 9))
     assert charges.sequence_gap
+    plain = Charges(OWNED, Quarantine(), lambda t: None)  # a record with no origin, too
+    plain.plain_callback()(KafkaError(SIZE), Reported("cron.rejected", 0, 9))
+    assert plain.sequence_gap
 
 
 def test_a_record_refused_at_produce_is_charged_only_for_its_own_fault() -> None:
