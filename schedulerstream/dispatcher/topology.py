@@ -30,18 +30,16 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
-from schedulerstream.dispatch_spec import TargetConfig
 from schedulerstream.dispatcher.actions import in_transaction
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
 from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
+from schedulerstream.dispatcher.kafka_records import KafkaRecords
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
@@ -49,7 +47,6 @@ from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.ingest import job_key_from_record_key
-from schedulerstream.kafka import clients
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
 from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
@@ -57,14 +54,12 @@ from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.copartition import check_home_partition
-from schedulerstream.runtime.quarantine import refused_for_size
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Sender
 from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.http import HttpSender
-from schedulerstream.targets.kafka import TargetTopics, admin_lookup, kafka_record
 from schedulerstream.tenants.policy import TenantPolicy
 
 log = logging.getLogger(__name__)
@@ -101,6 +96,7 @@ class DispatcherTopology(Topology):
         self.commands_topic = settings.topics.commands
         tiers = tuple((t.name, (t.delay_ms or 0) * 1000) for t in retry_tiers(settings))
         self.tier_delay_us = dict(tiers)
+        self.kafka = KafkaRecords(settings, self.clock)  # Kafka targets' records
         # a committed start waits for a slot at most half a session: a paused or cut-off
         # member's successor cannot have taken its partitions over yet; one armed ahead of
         # its due time waits at most half of that for the due time, and the Limits admit
@@ -122,7 +118,7 @@ class DispatcherTopology(Topology):
             settings.instance_id,
             weights=self.tenants.weights,
             arm_us=round(min(settings.dispatch_arm_ms, ttl_ms / 2) * 1000),
-            ready=self._topic_known,
+            ready=self.kafka.ready,
         )
         self.executor = executor or _deliveries(settings)
         self.executor.set_gate(self.limits, ttl_ms / 1000)
@@ -139,8 +135,6 @@ class DispatcherTopology(Topology):
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
-        self._admin: AdminClient | None = None
-        self.target_topics = TargetTopics(self._topic_problems, self.clock)
 
     @property
     def name(self) -> str:
@@ -297,7 +291,7 @@ class DispatcherTopology(Topology):
             self.executor.call(self._sqs.close)
         self.executor.close()
         self.tenants.close()
-        self.target_topics.close()
+        self.kafka.close()
 
     # -- actions ------------------------------------------------------------------------
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
@@ -322,61 +316,9 @@ class DispatcherTopology(Topology):
             self._unsent[start.partition].append(start)
             ctx.request_commit()
         elif isinstance(config, KafkaConfig):
-            self._produce_target(ctx, start, config)
+            self._settle(ctx, start, self.kafka.produce(ctx, start, config))
         else:
             self._offer(ctx, start, config)
-
-    def _produce_target(self, ctx: TaskContext, start: Start, config: KafkaConfig) -> None:
-        """A Kafka target's record joins this transaction, unless its topic is known to be
-        missing or the broker refused it in the aborted transaction this replays: then only
-        this attempt fails (retried with backoff like any other failure), for good when the
-        record alone is too large for the topic (and so are later ones as large)."""
-        d = start.delivery
-        origin = f"{d.run_id}#{d.attempt}"
-        topic, key, value, headers = kafka_record(d, config, clock=self.clock)
-        size = len(key) + len(value) + sum(len(n) + len(v) for n, v in headers)
-        refused = ctx.failed(origin)
-        if refused is not None and refused_for_size(refused):  # the topic is fine
-            self.target_topics.refused_size(topic, size, refused)
-            self._refuse(ctx, start, refused)
-            return
-        if refused is not None:
-            if not refused_for_size(refused, alone=False):  # (a batch too large: retried)
-                self.target_topics.refused(config.topic, refused)
-            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {refused}")
-            self._settle(ctx, start, Outcome("failed", refused, True, 0))
-            return
-        problem = self.target_topics.problem(config.topic)
-        if problem is not None:
-            ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {problem}")
-            self._settle(ctx, start, Outcome("failed", problem, True, 0))
-            return
-        too_large = self.target_topics.too_large(topic, size)
-        if too_large is None and size > ctx.max_record_bytes:
-            too_large = (f"the record for Kafka target topic {topic!r} is {size:,} bytes, over "
-                         f"the limit of {ctx.max_record_bytes:,}")  # fmt: skip
-        if too_large is not None:
-            self._refuse(ctx, start, too_large)
-            return
-        ctx.produce(topic, key, value, None, list(headers), origin=origin)
-        self._settle(ctx, start, Outcome("succeeded", f"produced to {topic}", False, 0))
-        ctx.request_commit()  # the record is delivered when this transaction commits
-
-    def _refuse(self, ctx: TaskContext, start: Start, reason: str) -> None:
-        """The attempt's record is too large for its topic: it fails for good, alone."""
-        d = start.delivery
-        ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {reason}")
-        self._settle(ctx, start, Outcome("refused", reason, False, 0))
-
-    def _topic_problems(self, topics: Collection[str]) -> dict[str, str | None]:
-        """(the lookup thread of ``target_topics``)"""
-        if self._admin is None:
-            self._admin = AdminClient(clients.base_config(self.settings))
-        return admin_lookup(self._admin)(topics)
-
-    def _topic_known(self, target: TargetConfig) -> bool:
-        """May a record for ``target`` be produced now: its topic's metadata is in."""
-        return not isinstance(target, KafkaConfig) or self.target_topics.known(target.topic)
 
     def _drop_unsent(self, cancel: Cancel) -> bool:
         """Cancel an attempt not sent yet (cancelled or replaced in the same transaction)."""
