@@ -275,10 +275,14 @@ class SocketWatch:
     """Which local TCP ports a process and its children (a dispatcher's delivery process,
     ``DISPATCH_DELIVERY=process``, as they were at ``start``) hold to ``remote_port`` on
     127.0.0.1, polled every ``every`` s from /proc (fd symlinks → socket inodes →
-    /proc/net/tcp): attributes the requests a receiver records (by the client's port) to the
-    process that sent them. A request keeps its connection at least as long as the receiver
-    takes to answer, and aiohttp keeps it pooled afterwards, so a slow answer makes the poll
-    miss nothing."""
+    /proc/net/tcp): attributes the requests a receiver records (by the client's port and
+    arrival time, ``sent``) to the process that sent them. A request keeps its connection at
+    least as long as the receiver takes to answer, and aiohttp keeps it pooled afterwards, so
+    a slow answer makes the poll miss nothing.
+
+    A port counts only while this process held it: on loopback Linux hands a port in
+    TIME_WAIT to the next connection (``tcp_tw_reuse`` 2), so another process's later
+    connection may have the port this one used before."""
 
     def __init__(self, pid: int, remote_port: int, every: float = 0.05) -> None:
         self.pid = pid
@@ -286,6 +290,8 @@ class SocketWatch:
         self.remote_port = remote_port
         self.every = every
         self.ports: set[int] = set()
+        self.spans: dict[int, list[list[float]]] = {}  # port → [first, last seen] while held
+        self._held: set[int] = set()  # the ports of the last poll
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"socket-watch-{pid}", daemon=True)
 
@@ -324,11 +330,26 @@ class SocketWatch:
             table = Path(f"/proc/{self.pid}/net/tcp").read_text().splitlines()[1:]
         except OSError:
             return
+        now = time.time()
+        held = set()
         for row in table:
             fields = row.split()
             local, remote, inode = fields[1], fields[2], fields[9]
             if inode in inodes and int(remote.split(":")[1], 16) == self.remote_port:
-                self.ports.add(int(local.split(":")[1], 16))
+                held.add(int(local.split(":")[1], 16))
+        for port in held:
+            spans = self.spans.setdefault(port, [])
+            if port in self._held and spans:
+                spans[-1][1] = now
+            else:  # (again) since the last poll
+                spans.append([now, now])
+        self.ports |= held
+        self._held = held
+
+    def sent(self, port: int, at: float) -> bool:
+        """Did this process hold ``port`` at ``at`` (``time.time``, give or take a poll)?"""
+        slack = 2 * self.every + 0.4  # a poll can come late on a busy machine
+        return any(a - slack <= at <= b + slack for a, b in self.spans.get(port, ()))
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -110,7 +110,12 @@ def test_a_partitioned_dispatcher_sends_nothing_it_could_not_commit(
         for request in requests:
             by_run[request["headers"].get("webhook-id", "")].append(request)
         missing = [rid for rid in due if rid not in by_run]
-        from_a = [r for r in requests if r["peer"] and r["peer"][1] in ports]
+
+        def from_a_at(request: dict[str, Any]) -> bool:
+            peer = request["peer"]
+            return bool(peer) and peer[1] in ports and watch.sent(peer[1], request["received_at"])
+
+        from_a = [r for r in requests if from_a_at(r)]
         uncommittable = [
             r for r in from_a if cut_wall + MARGIN_S <= r["received_at"] < rejoined_wall
         ]

@@ -214,7 +214,12 @@ def dispatcher_zombie(
         assert missing == [], f"runs never received: {missing[:5]}"
 
         def from_zombie(request: dict[str, Any]) -> bool:
-            return bool(request["peer"]) and request["peer"][1] in zombie_ports
+            peer = request["peer"]
+            return (
+                bool(peer)
+                and peer[1] in zombie_ports
+                and watch.sent(peer[1], request["received_at"])
+            )
 
         after_resume = [
             r
