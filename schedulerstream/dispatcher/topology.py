@@ -28,7 +28,6 @@ replaced or expired attempt gets a cancel record on the same work topic.
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -236,12 +235,14 @@ class DispatcherTopology(Topology):
 
         self.logic.on_running(ctx.store, ContextOutput(ctx), ctx.partition, now, adopt=adopt)
 
-    def after_commit(self) -> None:
+    def after_commit(self, validated: float) -> None:
         """The starts are committed: send them (the outcomes applied are committed too),
-        except those of a partition being revoked (``on_stopped`` drops them)."""
+        except those of a partition being revoked (``on_stopped`` drops them). Their time to
+        live counts from ``validated``: a process stopped between its commit and here sends
+        nothing its successor may have taken over."""
         self._applied.clear()
         now = self.clock.now_us()
-        committed = time.monotonic()
+        committed = validated
         for partition in [p for p in self._unsent if p not in self._revoking]:
             for start in self._unsent.pop(partition):
                 target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()

@@ -172,6 +172,7 @@ class Committer:
                 for task in running
                 for topic, offset in task.input_offsets.items()
             ]
+            validated = time.monotonic()  # the group checks this member in (3)
             self.txn.send_offsets(offsets, consumer.consumer_group_metadata())  # (3)
             self.txn.commit()  # (4)
         except (KafkaException, TransactionFailed) as exc:
@@ -187,7 +188,7 @@ class Committer:
         self.metrics["commits"] += 1
         self.commit_seconds.observe(time.perf_counter() - started)
         try:  # (6)
-            self.topology.after_commit()
+            self.topology.after_commit(validated)
         except Exception:
             log.exception("after_commit failed")
         return True

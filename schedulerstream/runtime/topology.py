@@ -75,10 +75,13 @@ class Topology(Protocol):
         """
         return None
 
-    def after_commit(self) -> None:
+    def after_commit(self, validated: float) -> None:
         """Called after every successful commit (step 6): start side effects outside Kafka
         that must happen only once the state recording them is committed. A fenced zombie's
-        commit fails, so what it prepared is never started (drop it in ``on_stopped``)."""
+        commit fails, so what it prepared is never started (drop it in ``on_stopped``).
+        ``validated``: ``time.monotonic()`` just before the commit sent its offsets, when the
+        group still counted this member in; a side effect's time to live counts from there
+        (the process may have been stopped since)."""
         return None
 
     def on_rebuild(self, partition: int) -> None:

@@ -3,6 +3,7 @@ its records join the transaction, and a failure aborts the transaction and repla
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -77,7 +78,8 @@ class AfterCommit(Staging):
         super().process(ctx, message)
         ctx.request_commit()
 
-    def after_commit(self) -> None:
+    def after_commit(self, validated: float) -> None:
+        assert validated <= time.monotonic()
         self.after.append(committed_offsets(self.settings, self.group, "in"))
 
 
