@@ -11,7 +11,9 @@ delivery process too, as in a frozen container or VM):
   about to run), 0.6-0.8 s past a wall-clock second: a dispatcher of 1 s schedules then holds
   the runs due at the next second (emitted 1 s ahead) in its queues;
 - ``commit``: ``TransactionalProducer.commit`` (step 4 of the commit protocol), a transaction
-  open with its records and offsets sent.
+  open with its records and offsets sent;
+- ``committed``: after step 4, before the local write (step 5) and ``after_commit`` (step 6),
+  at a commit whose dispatcher holds committed starts not yet handed to its delivery loop.
 
 SIGKILL: ``SS_FAULT_KILL_AT=<point>:<n>`` kills the process the n-th time a commit reaches
 ``<point>`` (the steps of ``Committer.commit``):
@@ -76,8 +78,19 @@ def _install() -> None:
             commit(self, attempts)
 
         TransactionalProducer.commit = stopping_commit  # type: ignore[method-assign]
+    elif POINT == "committed":
+        from schedulerstream.runtime.committer import Committer
+
+        write_local = Committer._write_local
+
+        def stopping_write_local(self: Any, task: Any) -> bool:
+            if any(getattr(self.topology, "_unsent", {}).values()):  # the dispatcher's
+                _stop_if_triggered()
+            return write_local(self, task)
+
+        Committer._write_local = stopping_write_local  # type: ignore[method-assign]
     else:
-        raise ValueError(f"SS_TEST_STOP_AT={POINT!r}: expected punctuate or commit")
+        raise ValueError(f"SS_TEST_STOP_AT={POINT!r}: expected punctuate, commit or committed")
 
 
 if POINT:
