@@ -21,7 +21,7 @@ first), or after a commit that succeeded, before its starts reach the delivery l
 time to live has run out on SIGCONT). With ``DISPATCH_DELIVERY=process`` the stop takes the
 dispatcher alone (its delivery process goes on) or its whole process group (a frozen
 container). An external SIGSTOP lands at any of these points at random: 3 runs in 5 sent
-requests before the timers case was fixed.
+requests.
 """
 
 from __future__ import annotations
