@@ -117,7 +117,7 @@ class Terminal:
         self.process = subprocess.Popen(
             ["bash", "--noprofile", "--norc"], cwd=cwd, env=env, text=True, bufsize=1,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_as_a_terminal,
         )  # fmt: skip
         threading.Thread(target=self._read, daemon=True).start()
         self._send("set -m")
@@ -190,6 +190,14 @@ class Terminal:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+
+
+def _as_a_terminal() -> None:
+    """A user's shell takes Ctrl-C: a suite started in the background of a non-interactive
+    shell (``make test &``) ignores SIGINT, and a signal ignored when a shell starts stays
+    ignored for everything it runs."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @dataclass
