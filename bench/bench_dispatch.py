@@ -17,7 +17,10 @@ Fair on both sides:
 
 Figures: ``dispatch_per_s`` (one process, = ``dispatch_per_s_1proc``), ``dispatch_per_s_Nproc``,
 ``dispatch_scaling`` (N processes / one), ``raw_http_per_s`` (the mean of a raw run before and
-one after the dispatchers), their ratio, CPU per run, and each measurement's ``*_others_cores``:
+one after the dispatchers), their ratio, CPU per run (``dispatch_cpu_us_per_run``: the
+processor and its delivery process, of which ``dispatch_delivery_cpu_us_per_run`` the latter;
+beside it the receiver's and the broker's per run, and the receiver's per raw request: on two
+cores the rates are set by the sum), and each measurement's ``*_others_cores``:
 the CPU the rest of the machine took meanwhile (beside the dispatcher, the receiver, the bench's
 broker and this process). Above 0.2 cores a warning goes to stderr and ``dispatch_warnings``.
 
@@ -174,10 +177,12 @@ def raw_http(receiver: Receiver, bodies: list[bytes], what: str) -> dict[str, An
     cpu = time.process_time()
     try:
         rate = asyncio.run(_raw(receiver.url(), bodies, CONCURRENCY))
+        used = meter.stop()
         return {
             "per_s": rate,
             "cpu_us": (time.process_time() - cpu) / len(bodies) * 1e6,
-            "others_cores": meter.stop()["others_cores"],
+            "receiver_cpu_us": used[f"p{receiver.process.pid}"] * meter.elapsed / len(bodies) * 1e6,
+            "others_cores": used["others_cores"],
             "warning": meter.warning,
         }
     finally:
@@ -275,6 +280,7 @@ def drain(
     runs: list[DueRun],
     processes: int,
     profile: float = 0.0,
+    profile_child: bool = False,
 ) -> dict[str, Any]:
     """Pre-produced runs drained by ``processes`` dispatcher processes of one group: the rate
     from the commit that makes them visible to the last first arrival, CPU per run, noise."""
@@ -285,14 +291,15 @@ def drain(
         held = HeldRuns(settings, runs)
         dispatchers = Dispatchers(settings, log_dir, processes)
         dispatchers.wait_ready()
-        pids = dispatchers.member_pids()
-        pids += [child for pid in pids for child in children(pid)]  # delivery processes
+        members = dispatchers.member_pids()
+        delivery = [child for pid in members for child in children(pid)]
+        pids = members + delivery
         assert receiver.process is not None
         meter = CpuMeter(_ours(*pids, receiver.process.pid), f"dispatch x{processes}")
         spy = spy_out = None
         if profile and processes == 1:
             spy_out = RESULTS / "profiles" / f"dispatcher-{time.strftime('%Y%m%dT%H%M%S')}.txt"
-            spy = start_profile(pids[0], profile, spy_out)
+            spy = start_profile(delivery[0] if profile_child else members[0], profile, spy_out)
         meter.start()
         committed_us = held.commit()
         total = len(runs)
@@ -304,6 +311,7 @@ def drain(
         span_s = (arrivals[-1] - committed_us) / 1e6 if arrivals else float("nan")
         rate = len(arrivals) / span_s if span_s > 0 else 0.0
         cpu_s = sum(used[f"p{pid}"] for pid in pids) * meter.elapsed
+        delivery_s = sum(used[f"p{pid}"] for pid in delivery) * meter.elapsed
         progress(f"  {len(arrivals)} runs at {rate:.0f}/s in {span_s:.2f} s after the commit")
         found: dict[str, Any] = {
             "per_s": rate,
@@ -312,6 +320,11 @@ def drain(
             "duplicates": receiver.requests - len(receiver.first),
             "drain_s": round(span_s, 2),
             "cpu_us_per_run": round(cpu_s / total * 1e6),
+            "delivery_cpu_us_per_run": round(delivery_s / total * 1e6),  # of cpu_us_per_run
+            "receiver_cpu_us_per_run": round(
+                used[f"p{receiver.process.pid}"] * meter.elapsed / total * 1e6
+            ),
+            "broker_cpu_us_per_run": round(used.get("broker", 0.0) * meter.elapsed / total * 1e6),
             "others_cores": used["others_cores"],
             "warning": meter.warning,
         }
@@ -329,11 +342,12 @@ def drain(
 
 def measure(
     base: Settings, log_dir: Path, runs: int, tenants: int = 8, profile: float = 0.0,
-    processes: int = 2,
+    processes: int = 2, profile_child: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """The figures; with ``profile`` > 0, py-spy records the single dispatcher for that many
-    seconds from its start (bench/results/profiles/, summarized under ``dispatch_profile``);
-    ``processes`` > 1 measures a group of that many processes too."""
+    """The figures; with ``profile`` > 0, py-spy records the single dispatcher (its delivery
+    process with ``profile_child``) for that many seconds from its start
+    (bench/results/profiles/, summarized under ``dispatch_profile``); ``processes`` > 1
+    measures a group of that many processes too."""
     receiver = Receiver(log_dir).start()
     try:
         due = due_runs(receiver.url(), runs, tenants)
@@ -341,7 +355,7 @@ def measure(
         progress(f"raw aiohttp client: {runs} POSTs, concurrency {CONCURRENCY}")
         before = raw_http(receiver, bodies, "raw client (before)")
         progress(f"  {before['per_s']:.0f} requests/s")
-        one = drain(base, log_dir, receiver, due, 1, profile)
+        one = drain(base, log_dir, receiver, due, 1, profile, profile_child)
         group = drain(base, log_dir, receiver, due, processes) if processes > 1 else None
         after = raw_http(receiver, bodies, "raw client (after)")
         progress(f"raw again: {after['per_s']:.0f} requests/s")
@@ -360,10 +374,16 @@ def measure(
         "dispatch_duplicates": one["duplicates"],
         "dispatch_drain_s": one["drain_s"],
         "dispatch_cpu_us_per_run": one["cpu_us_per_run"],
+        "dispatch_delivery_cpu_us_per_run": one["delivery_cpu_us_per_run"],
+        "dispatch_receiver_cpu_us_per_run": one["receiver_cpu_us_per_run"],
+        "dispatch_broker_cpu_us_per_run": one["broker_cpu_us_per_run"],
         "dispatch_others_cores": one["others_cores"],
         "raw_http_before_per_s": round(before["per_s"]),
         "raw_http_after_per_s": round(after["per_s"]),
         "raw_http_cpu_us_per_request": round((before["cpu_us"] + after["cpu_us"]) / 2),
+        "raw_http_receiver_cpu_us_per_request": round(
+            (before["receiver_cpu_us"] + after["receiver_cpu_us"]) / 2
+        ),
         "raw_http_others_cores": max(before["others_cores"], after["others_cores"]),
     }
     if group is not None:
@@ -391,6 +411,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--tenants", type=int, default=8)
     parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds (0: none)")
+    parser.add_argument("--profile-child", action="store_true",
+                        help="profile the delivery process instead of the processor")  # fmt: skip
     parser.add_argument(
         "--processes", type=int, default=2, help="the group's drain too (1: one process only)"
     )
@@ -404,7 +426,8 @@ def main() -> None:
         base = base.model_copy(update={"dispatch_delivery": args.delivery})
     log_dir = RESULTS / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
-    found = measure(base, log_dir, args.runs, args.tenants, args.profile, args.processes)
+    found = measure(base, log_dir, args.runs, args.tenants, args.profile, args.processes,
+                    args.profile_child)  # fmt: skip
     print(json.dumps(found))
 
 
