@@ -43,6 +43,12 @@ _FIELDS = {2: 18, 3: 19}  # fields of each format
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
+_DECODED_LIMIT = 20_000
+# bytes of the run records saved last (not yet ended) → their fields: a record is read back
+# (to start it, to end its attempt) as the bytes it was saved as, so it is not parsed again
+_decoded: dict[bytes, tuple[Any, ...]] = {}
+
+
 def _dumps(value: Any) -> bytes:
     """Compact JSON; orjson (several times faster) unless a string holds a lone surrogate."""
     try:
@@ -104,10 +110,23 @@ class RunRecord:
             self.job_version, spec, self.status, self.attempt, self.due_us, self.seq,
             self.deadline_us, self.last_error, self.outcome, self.finished_us,
         ]  # fmt: skip
-        return _dumps(fields)
+        raw = _dumps(fields)
+        if self.spec is not None:  # it has not ended: it will be read again
+            if len(_decoded) >= _DECODED_LIMIT:
+                del _decoded[next(iter(_decoded))]  # the oldest
+            _decoded[raw] = (
+                self.run_id, self.tenant, self.job_id, self.scheduled_at_us, self.not_before_us,
+                self.accepted_at_us, self.trigger, self.payload_json, self.job_version,
+                self.spec, self.status, self.attempt, self.due_us, self.seq, self.deadline_us,
+                self.last_error, self.outcome, self.finished_us,
+            )  # fmt: skip
+        return raw
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> RunRecord:
+        known = _decoded.pop(raw, None)
+        if known is not None:  # each save is read back once, or it is dropped as the oldest
+            return cls(*known)
         data = _loads(raw)
         if not isinstance(data, list) or not data or _FIELDS.get(data[0]) != len(data):
             raise StateError(f"run record of an unknown format (want a {FORMAT}-format array "

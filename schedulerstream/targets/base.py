@@ -53,6 +53,12 @@ class Delivery:
             deadline=deadline,
         )
 
+    def __reduce__(self) -> tuple[type[Delivery], tuple[Any, ...]]:
+        # pickled as its fields (to the delivery process): a slots dataclass's own
+        # __getstate__ asks ``fields()`` each time, about twice the cost
+        return Delivery, (self.run_id, self.tenant, self.job_id, self.scheduled_at_us,
+                          self.attempt, self.trigger, self.payload, self.deadline)  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -75,6 +81,10 @@ class Outcome:
     @property
     def succeeded(self) -> bool:
         return self.kind == "succeeded"
+
+    def __reduce__(self) -> tuple[type[Outcome], tuple[Any, ...]]:
+        return Outcome, (self.kind, self.reason, self.retryable, self.duration_us,
+                         self.status_code, self.retry_after_s)  # fmt: skip
 
 
 class Sender(Protocol[ConfigT_contra]):

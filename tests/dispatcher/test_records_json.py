@@ -19,7 +19,20 @@ def record(error: str | None = None) -> RunRecord:
 
 def test_a_record_round_trips() -> None:
     run = record("HTTP 500: naïve")
-    assert RunRecord.from_bytes(run.to_bytes()) == run
+    raw = run.to_bytes()
+    assert RunRecord.from_bytes(raw) == run  # as it was saved (not parsed again)
+    assert RunRecord.from_bytes(raw) == run  # parsed
+
+
+def test_a_record_reads_back_as_saved_whatever_changed_in_the_object_since() -> None:
+    run = record()
+    raw = run.to_bytes()
+    run.attempt, run.last_error = 9, "changed after the save"
+    read = RunRecord.from_bytes(bytes(bytearray(raw)))  # a copy, as the store returns it
+    assert read is not run
+    assert (read.attempt, read.last_error) == (2, None)
+    read.attempt = 5  # the copy is its own
+    assert RunRecord.from_bytes(raw).attempt == 2
 
 
 def test_a_lone_surrogate_is_written_and_read_back() -> None:
