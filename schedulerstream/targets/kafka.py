@@ -42,6 +42,7 @@ def kafka_record(
 log = logging.getLogger(__name__)
 # topics → why each cannot be written (None: it can); raises when the cluster does not answer
 Lookup = Callable[[Collection[str]], dict[str, str | None]]
+PRUNE_AT = 4096  # topics remembered before the stale ones are forgotten (then twice the rest)
 
 
 class TargetTopics:
@@ -76,6 +77,14 @@ class TargetTopics:
         self._thread: threading.Thread | None = None
         # topic → (smallest size refused, until µs, why): the loop's own, not the thread's
         self._too_large: dict[str, tuple[int, int, str]] = {}
+        self._prune_at = PRUNE_AT
+
+    @property
+    def tracked(self) -> int:
+        """Topics remembered (answers, refusals and sizes): bounded by the topics in use, not
+        by every topic a job ever named."""
+        with self._wake:
+            return len(self._seen.keys() | self._refusals.keys() | self._too_large.keys())
 
     def known(self, topic: str) -> bool:
         """Is a current answer for ``topic`` in? Asks for one when there is none or it is
@@ -83,8 +92,23 @@ class TargetTopics:
         cached = self._seen.get(topic)
         now = self._clock.now_us()
         if cached is None or cached[0] <= now:
+            if len(self._seen) >= self._prune_at:
+                self._prune(now)
             self._ask(topic)
         return cached is not None and cached[1] > now
+
+    def _prune(self, now: int) -> None:
+        """Forget the topics whose last answer went out of use a ``known_s`` ago and that no
+        lookup is on (a tenant naming a new topic each run must not grow this for ever)."""
+        stale = now - self._known_us
+        with self._wake:
+            for topic in [t for t, (_, until, _) in self._seen.items() if until <= stale]:
+                if topic not in self._asked:
+                    del self._seen[topic]
+                    self._refusals.pop(topic, None)
+            for topic in [t for t, (_, until, _) in self._too_large.items() if until <= now]:
+                del self._too_large[topic]
+            self._prune_at = max(PRUNE_AT, 2 * len(self._seen))
 
     def problem(self, topic: str) -> str | None:
         """Why ``topic`` cannot take a record, from the last answer (None: it can, or no

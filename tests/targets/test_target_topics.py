@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from schedulerstream.clock import ManualClock
 from schedulerstream.kafka import clients
 from schedulerstream.settings import Settings
+from schedulerstream.targets import kafka as kafka_target
 from schedulerstream.targets.kafka import TargetTopics, admin_lookup
 from tests.support.waits import wait_until
 
@@ -155,5 +156,40 @@ def test_a_size_refused_is_remembered_for_records_as_large_until_it_is_old() -> 
         assert topics.problem("orders") is None  # the topic itself is fine
         clock.advance(61.0)  # the topic's limit may have been raised meanwhile
         assert topics.too_large("orders", 5_000) is None
+    finally:
+        topics.close()
+
+
+def test_topics_long_out_of_use_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant naming a new topic in every run must not grow the answers kept for ever: at
+    most about twice the topics in use are remembered."""
+    monkeypatch.setattr(kafka_target, "PRUNE_AT", 100)
+    cluster = SlowCluster({f"gone-{i}" for i in range(150)})
+    cluster.go.set()
+    clock = ManualClock(1_000_000)
+    topics = TargetTopics(cluster, clock, known_s=60.0, missing_s=1.0)
+    named = ["orders", *(f"gone-{i}" for i in range(150)), *(f"new-{i}" for i in range(150))]
+    try:
+        for topic in named:
+            topics.known(topic)
+        soon(lambda: all(topics.known(t) for t in named))
+        topics.refused("gone-0", "UNKNOWN_TOPIC_OR_PART")
+        topics.refused_size("new-0", 4_000, "MSG_SIZE_TOO_LARGE")
+        assert topics.tracked == len(named)
+        clock.advance(110.0)
+        assert topics.known("orders") is False  # still in use: asked again
+        soon(lambda: topics.known("orders"))
+        clock.advance(11.0)  # every other answer went out of use over a known_s ago
+        fresh = [f"fresh-{i}" for i in range(400)]  # past twice the topics of the last look
+        for topic in fresh:
+            topics.known(topic)
+        soon(lambda: all(topics.known(t) for t in fresh))
+        topics.known("last")  # the next topic asked for finds twice as many as at the last look
+        # "orders", the fresh ones and maybe "last" (its answer may be in already)
+        assert topics.tracked <= 2 + len(fresh), topics.tracked
+        assert topics.known("orders") and topics.problem("orders") is None
+        assert topics.known("gone-0") is False  # forgotten: asked again, answered again
+        soon(lambda: topics.problem("gone-0") == MISSING.format("gone-0"))
+        assert topics.too_large("new-0", 5_000) is None
     finally:
         topics.close()
