@@ -4,7 +4,8 @@ The attempt ends in the transaction that starts it: the record is delivered when
 transaction commits. What can go wrong belongs to that one attempt: a topic known to be
 missing or unwritable, a record the broker refused in the aborted transaction this one
 replays, or a record larger than its topic takes (then later ones as large fail at once,
-without another abort: ``TargetTopics.too_large``).
+without another abort: ``TargetTopics.too_large``). A record refused in a batch too large
+for its topic is produced again in a batch of its own, where the broker judges it alone.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class KafkaRecords:
     def produce(self, ctx: TaskContext, start: Start, config: KafkaTarget) -> Outcome:
         """Join ``start``'s record to the open transaction; the attempt's outcome. It fails
         (retried with backoff like any failure) when its topic is known to be missing or the
-        broker refused it in the aborted transaction this replays, and fails for good
-        ("refused") when the record alone is too large for the topic."""
+        broker refused it in the aborted transaction this replays (but for its batch's
+        size: then it goes again, alone), and fails for good ("refused") when the record
+        alone is too large for the topic."""
         d = start.delivery
         origin = f"{d.run_id}#{d.attempt}"
         topic, key, value, headers = kafka_record(d, config, clock=self.clock)
@@ -51,9 +53,9 @@ class KafkaRecords:
         if refused is not None and refused_for_size(refused):  # the topic is fine
             self.topics.refused_size(topic, size, refused)
             return _refused(ctx, start, refused)
-        if refused is not None:
-            if not refused_for_size(refused, alone=False):  # (a batch too large: retried)
-                self.topics.refused(config.topic, refused)
+        alone = refused is not None and refused_for_size(refused, alone=False)
+        if refused is not None and not alone:
+            self.topics.refused(config.topic, refused)
             return _failed(ctx, start, refused)
         problem = self.topics.problem(config.topic)
         if problem is not None:
@@ -64,7 +66,9 @@ class KafkaRecords:
                          f"the limit of {ctx.max_record_bytes:,}")  # fmt: skip
         if too_large is not None:
             return _refused(ctx, start, too_large)
-        ctx.produce(topic, key, value, None, list(headers), origin=origin)
+        # refused in a batch too large, perhaps not for itself: it goes alone this time, and
+        # is delivered, or refused for its own size and learned (one abort more at most)
+        ctx.produce(topic, key, value, None, list(headers), origin=origin, alone=alone)
         ctx.request_commit()  # the record is delivered when this transaction commits
         return Outcome("succeeded", f"produced to {topic}", False, 0)
 

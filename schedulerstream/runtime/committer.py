@@ -100,7 +100,8 @@ class Committer:
                 self.txn.produce(output, self.charges.plain_callback())
                 continue
             try:
-                self.txn.produce(output, self.charges.callback(partition, charged, output.topic))
+                produce = self.txn.produce_alone if output.alone else self.txn.produce
+                produce(output, self.charges.callback(partition, charged, output.topic))
             except KafkaException as exc:  # e.g. its topic is known to be gone
                 charged_output = output._replace(origin=charged)
                 if not self.charges.refused_at_produce(partition, charged_output, exc):

@@ -22,6 +22,7 @@ class OutRecord(NamedTuple):
     partition: int | None = None
     headers: Headers | None = None
     origin: str | None = None
+    alone: bool = False  # in a batch of its own (``TransactionalProducer.produce_alone``)
 
     def size(self) -> int:
         """Bytes of key, value and headers (what the broker's record size counts)."""
@@ -74,9 +75,11 @@ class TaskContext:
         partition: int | None = None,
         headers: Headers | None = None,
         origin: str | None = None,
+        alone: bool = False,
     ) -> None:
-        """Produce a record in the current transaction (``partition=None``: partitioner)."""
-        self.outputs.append(OutRecord(topic, key, value, partition, headers, origin))
+        """Produce a record in the current transaction (``partition=None``: partitioner;
+        ``alone``: in a batch of its own, so a refusal for size is its own)."""
+        self.outputs.append(OutRecord(topic, key, value, partition, headers, origin, alone))
 
     def failed(self, origin: str) -> str | None:
         """Why a record of ``origin`` was refused by the broker in a transaction that was

@@ -161,7 +161,7 @@ class TransactionalProducer:
         """Produce one record in the transaction, waiting for queue space if it is full."""
         if not self.begun:
             self.begin()
-        topic, key, value, partition, headers, _ = output
+        topic, key, value, partition, headers = output[:5]
         produce = self.producer.produce
         while True:
             try:
@@ -178,6 +178,13 @@ class TransactionalProducer:
                 self.producer.poll(0.05)
         self.produced += 1
 
+    def produce_alone(self, output: OutRecord, on_delivery: DeliveryCallback | None = None) -> None:
+        """``produce`` in a batch of its own: what was produced before is sent and answered
+        first, and nothing produced after joins it (the broker judges its size alone)."""
+        self._wait()
+        self.produce(output, on_delivery)
+        self._wait()
+
     def poll(self) -> None:
         if self._producer is not None:
             self._producer.poll(0)
@@ -185,17 +192,21 @@ class TransactionalProducer:
     def flush(self, check: Callable[[], None] | None = None) -> None:
         """Wait for every record of the transaction to be acknowledged; ``check`` is called
         between short waits and may end the wait by raising (a transaction known to fail)."""
+        remaining = self._wait(check)
+        if remaining:
+            raise TransactionFailed(Failure.ABORTABLE, f"{remaining} records unacknowledged")
+
+    def _wait(self, check: Callable[[], None] | None = None) -> int:
+        """``flush``'s wait; the records still unacknowledged when it gave up."""
         deadline = time.monotonic() + self.timeout_s
         with self._watchdog.guard("flush", self.hung_after_s):
             while True:
                 left = deadline - time.monotonic()
-                remaining = self.producer.flush(max(0.0, min(FLUSH_SLICE_S, left)))
+                remaining: int = self.producer.flush(max(0.0, min(FLUSH_SLICE_S, left)))
                 if not remaining or left <= 0:
-                    break
+                    return remaining
                 if check is not None:
                     check()
-        if remaining:
-            raise TransactionFailed(Failure.ABORTABLE, f"{remaining} records unacknowledged")
 
     def send_offsets(self, offsets: Sequence[TopicPartition], group_metadata: Any) -> None:
         """Add the consumed offsets to the transaction, fenced by the group metadata (step 2)."""
