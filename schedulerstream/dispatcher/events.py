@@ -14,6 +14,7 @@ from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.errors import CodecError
 
 _NULL = b"\x00"
+_IDS_LIMIT = 8192
 _SOME = b"\x02"  # the second branch of ["null", T]
 
 
@@ -37,6 +38,7 @@ class EventWriter:
         self._header = MARKER + codec.current["AttemptEvent"].fingerprint
         self._tail = long_bytes(1) + string_bytes(instance)  # count, instance
         self._kinds: dict[str, bytes] = {}
+        self._ids: dict[str, bytes] = {}  # run id → its run id, tenant and job id, encoded
         try:
             self.fast = self._matches()
         except (CodecError, KeyError, TypeError, ValueError):
@@ -58,9 +60,15 @@ class EventWriter:
         kind_bytes = self._kinds.get(kind)
         if kind_bytes is None:
             kind_bytes = self._kinds[kind] = string_bytes(kind)
+        ids = self._ids.get(run.run_id)
+        if ids is None:  # a run's events come in twos and threes: its ids are encoded once
+            if len(self._ids) >= _IDS_LIMIT:
+                del self._ids[next(iter(self._ids))]
+            ids = self._ids[run.run_id] = b"".join(
+                (string_bytes(run.run_id), string_bytes(run.tenant), string_bytes(run.job_id))
+            )
         return b"".join((
-            self._header, string_bytes(run.run_id), string_bytes(run.tenant),
-            string_bytes(run.job_id), long_bytes(run.attempt), kind_bytes, long_bytes(at_us),
+            self._header, ids, long_bytes(run.attempt), kind_bytes, instant_bytes(at_us),
             _SOME + instant_bytes(run.scheduled_at_us),
             _NULL if reason is None else _SOME + string_bytes(reason),
             _optional(status_code), _optional(retry_at_us), _optional(duration_us), self._tail,
