@@ -10,28 +10,31 @@ from __future__ import annotations
 from schedulerstream import notices
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.index import PartitionIndex
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.ingest import pause_job_command
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.targets.base import Outcome
 
 
-def gone_reason(store: StateStore, run: RunRecord) -> str | None:
+def gone_reason(store: StateStore, index: PartitionIndex, run: RunRecord) -> str | None:
     """Why ``run`` is not to start: its job version's target is gone (None: it is not)."""
-    raw = store.get(rk.gone_key(run.job_key))
+    key = rk.gone_key(run.job_key)
+    raw = store.get(key) if index.may_exist(key) else None
     if raw is None:
         return None
     gone = rk.decode_json(raw)
     return f"target gone: {gone['reason']}" if gone["version"] >= run.job_version else None
 
 
-def remember_gone(codec: Codec, store: StateStore, run: RunRecord, outcome: Outcome,
-                  now_us: int) -> bytes | None:  # fmt: skip
+def remember_gone(codec: Codec, store: StateStore, index: PartitionIndex, run: RunRecord,
+                  outcome: Outcome, now_us: int) -> bytes | None:  # fmt: skip
     """Record the 410 ``run``'s attempt got; a PauseJob command value the first time for its
     job version (None after)."""
-    seen = store.get(rk.gone_key(run.job_key))
-    store.put(rk.gone_key(run.job_key), rk.encode_json({"version": run.job_version,
-                                                        "reason": outcome.reason}))  # fmt: skip
+    key = rk.gone_key(run.job_key)
+    seen = store.get(key)
+    index.mark(key)
+    store.put(key, rk.encode_json({"version": run.job_version, "reason": outcome.reason}))
     if seen is not None and rk.decode_json(seen)["version"] >= run.job_version:
         return None
     last = notices.last_attempt(run.attempt, "failed", outcome.status_code, outcome.reason,

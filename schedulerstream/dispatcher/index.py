@@ -5,6 +5,10 @@ per start, and a seek skips every deleted key left at the head of a queue until 
 the cost grew with the number of runs already served. The mirror is rebuilt from those keys
 when the task starts running and is only a hint: every entry is checked against the run record
 before use, so entries left by a rolled-back record are dropped, never acted on.
+
+It also marks the keys of the few jobs that have a ``gone/`` or ``buf/`` key (a rolled-back
+write leaves a mark, which costs a read, never a wrong answer), so the many that have none
+are not looked up in RocksDB at every start and end.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from schedulerstream.dispatcher.states import TERMINAL
 from schedulerstream.runtime.store import StateStore, prefix_end
 
 QueueEntry = tuple[int, int, str]  # (due µs, seq, run id)
+MARKED = (b"gone/", b"buf/")  # rare keys: a mark says one may be in the store
 
 
 class PartitionIndex:
@@ -26,6 +31,7 @@ class PartitionIndex:
     def __init__(self) -> None:
         self._queues: dict[str, list[QueueEntry]] = {}
         self._active: dict[str, set[str]] = {}
+        self._marks: set[bytes] = set()  # ``gone/`` and ``buf/`` keys that may be in the store
 
     @classmethod
     def restored(cls, store: StateStore) -> tuple[PartitionIndex, list[RunRecord]]:
@@ -35,6 +41,9 @@ class PartitionIndex:
         for key, raw_id in store.range(b"q/", prefix_end(b"q/")):
             due_us, seq = rk.queue_entry(key)
             index.push(rk.tenant_of_queue_key(key), due_us, seq, raw_id.decode())
+        for prefix in MARKED:
+            for key, _ in store.range(prefix, prefix_end(prefix)):
+                index.mark(key)
         active = []
         for key, _ in list(store.range(b"active/", prefix_end(b"active/"))):
             run = rk.load(store, rk.active_run_id(key))
@@ -78,3 +87,13 @@ class PartitionIndex:
 
     def active(self, job_key: str) -> list[str]:
         return sorted(self._active.get(job_key, ()))
+
+    # -- rare keys ------------------------------------------------------------------------
+    def mark(self, key: bytes) -> None:
+        """``key`` (of a ``MARKED`` prefix) is about to be written."""
+        self._marks.add(key)
+
+    def may_exist(self, key: bytes) -> bool:
+        """False when ``key`` (of a ``MARKED`` prefix) is surely not in the store: a start
+        and an end need not look for keys that few jobs ever have."""
+        return key in self._marks

@@ -173,7 +173,7 @@ class DispatchLogic:
             self.finish(pc, run, SUCCEEDED, now_us, outcome.reason, **extra)
             return True
         if outcome.kind == "gone":
-            pause = remember_gone(self.codec, store, run, outcome, now_us)
+            pause = remember_gone(self.codec, store, pc.index, run, outcome, now_us)
             if pause is not None:
                 out.produce(self.topics.commands, run.job_key.encode(), pause, partition)
             self.finish(pc, run, FAILED, now_us, f"target gone: {outcome.reason}", counts=False,

@@ -34,7 +34,7 @@ class OverlapPolicy:
         if run.trigger == notices.NOTIFICATION:
             return True  # it goes to the notify target, whatever the job's target does
         store = pc.store
-        gone = gone_reason(store, run)
+        gone = gone_reason(store, pc.index, run)
         if gone is not None:
             store.delete(qkey, logged=False)
             self.runs.finish(pc, run, SKIPPED, now_us, gone)
@@ -51,10 +51,12 @@ class OverlapPolicy:
                 actions.extend(self.runs.cancel(pc, other, reason, now_us))
             return True
         store.delete(qkey, logged=False)
-        buffered = store.get(rk.buffer_key(run.job_key))
+        key = rk.buffer_key(run.job_key)
+        buffered = store.get(key) if pc.index.may_exist(key) else None
         if policy == "buffer_one" and (buffered is None or buffered.decode() == run.run_id):
             move(run, BUFFERED)
-            store.put(rk.buffer_key(run.job_key), run.run_id.encode())
+            pc.index.mark(key)
+            store.put(key, run.run_id.encode())
             rk.save(store, run)
             return False
         reason = f"overlap_policy {policy}: {others[0].run_id} is still active"
@@ -77,7 +79,8 @@ class OverlapPolicy:
     def release(self, pc: PartitionContext, finished: RunRecord, now_us: int) -> None:
         """``finished`` ended: queue the job's buffered run if no other run is active."""
         store = pc.store
-        buffered = store.get(rk.buffer_key(finished.job_key))
+        key = rk.buffer_key(finished.job_key)
+        buffered = store.get(key) if pc.index.may_exist(key) else None
         if buffered is None or buffered.decode() == finished.run_id:
             return
         waiting = rk.load(store, buffered.decode())

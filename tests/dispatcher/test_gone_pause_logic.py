@@ -53,3 +53,17 @@ def test_the_dispatcher_ignores_the_pause_job_it_reads_back() -> None:
     h.command((key, CODEC.encode("Command", record)))
     h.command(cancel(run_id(0)))  # CancelRun still works beside it
     assert len(h.records) == before
+
+
+def test_a_gone_version_stays_gone_for_a_new_process() -> None:
+    """The gone key is found after a restart (the new process's index marks it)."""
+    h = Harness()
+    h.run(run_triggered(0))
+    assert len(h.tick()) == 1
+    h.finish(run_id(0), GONE)
+    h.restart()
+    h.run(run_triggered(2))  # the same version: skipped, not started
+    assert h.tick() == []
+    assert h.events(run_id(2))[-1] == ("skipped", 0)
+    h.run(run_triggered(3, version=2))
+    assert len(h.tick()) == 1

@@ -220,6 +220,17 @@ def test_buffer_one_keeps_one_waiting_and_skips_the_rest() -> None:
     assert [s.delivery.run_id for s in h.tick()] == [run_id(1)]
 
 
+def test_a_buffered_run_starts_after_a_restart_when_the_active_one_ends() -> None:
+    h = Harness()
+    for i in range(2):
+        h.run(run_triggered(i, overlap_policy="buffer_one"))
+    assert [s.delivery.run_id for s in h.tick()] == [run_id(0)]
+    h.restart()  # run 0's attempt is re-queued; run 1 still waits behind it
+    assert [(s.delivery.run_id, s.delivery.attempt) for s in h.tick()] == [(run_id(0), 2)]
+    h.finish(run_id(0))
+    assert [s.delivery.run_id for s in h.tick()] == [run_id(1)]
+
+
 def test_failures_retry_with_deterministic_full_jitter_then_dead_letter() -> None:
     h = Harness()
     h.run(run_triggered(**RETRY))
