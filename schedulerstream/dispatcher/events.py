@@ -7,6 +7,7 @@ the codec when the codec's current schema is not the layout written here.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Protocol
 
 from schedulerstream.codec import MARKER, Codec, instant_bytes, long_bytes, string_bytes
@@ -38,7 +39,7 @@ class EventWriter:
         self._header = MARKER + codec.current["AttemptEvent"].fingerprint
         self._tail = long_bytes(1) + string_bytes(instance)  # count, instance
         self._kinds: dict[str, bytes] = {}
-        self._ids: dict[str, bytes] = {}  # run id → its run id, tenant and job id, encoded
+        self._ids: OrderedDict[str, bytes] = OrderedDict()  # run id → its ids, encoded
         try:
             self.fast = self._matches()
         except (CodecError, KeyError, TypeError, ValueError):
@@ -63,7 +64,7 @@ class EventWriter:
         ids = self._ids.get(run.run_id)
         if ids is None:  # a run's events come in twos and threes: its ids are encoded once
             if len(self._ids) >= _IDS_LIMIT:
-                del self._ids[next(iter(self._ids))]
+                self._ids.popitem(last=False)
             ids = self._ids[run.run_id] = b"".join(
                 (string_bytes(run.run_id), string_bytes(run.tenant), string_bytes(run.job_id))
             )

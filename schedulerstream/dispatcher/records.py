@@ -19,6 +19,7 @@ on restore):
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,8 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 _DECODED_LIMIT = 20_000
 # bytes of the run records saved last (not yet ended) → their fields: a record is read back
 # (to start it, to end its attempt) as the bytes it was saved as, so it is not parsed again
-_decoded: dict[bytes, tuple[Any, ...]] = {}
+_decoded: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()  # (a dict's oldest key is
+# found by skipping the slots of every key deleted before it: slow as a FIFO)
 
 
 def _dumps(value: Any) -> bytes:
@@ -113,7 +115,7 @@ class RunRecord:
         raw = _dumps(fields)
         if self.spec is not None:  # it has not ended: it will be read again
             if len(_decoded) >= _DECODED_LIMIT:
-                del _decoded[next(iter(_decoded))]  # the oldest
+                _decoded.popitem(last=False)  # the oldest
             _decoded[raw] = (
                 self.run_id, self.tenant, self.job_id, self.scheduled_at_us, self.not_before_us,
                 self.accepted_at_us, self.trigger, self.payload_json, self.job_version,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -115,7 +115,7 @@ class Quarantine:
     out. ``counts`` holds the isolated failures by kind (exported as a metric)."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._entries: dict[tuple[int, str], Entry] = {}
+        self._entries: OrderedDict[tuple[int, str], Entry] = OrderedDict()  # oldest first
         self._monotonic = monotonic
         self.counts: Counter[str] = Counter()
 
@@ -127,7 +127,7 @@ class Quarantine:
         entry = self._entries.get((partition, origin))
         if entry is None:
             if len(self._entries) >= MAX_ENTRIES:
-                self._entries.pop(next(iter(self._entries)))
+                self._entries.popitem(last=False)
             self._entries[(partition, origin)] = Entry(reason, self._monotonic())
         else:
             entry.failures += 1
