@@ -29,6 +29,10 @@ def envelope(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+# made once: json.dumps with any argument makes a new encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def envelope_bytes(delivery: Delivery) -> bytes:
     """The envelope as compact ASCII JSON (non-ASCII escaped, so any payload encodes)."""
-    return json.dumps(envelope(delivery), separators=(",", ":")).encode("ascii")
+    return _COMPACT(envelope(delivery)).encode("ascii")
