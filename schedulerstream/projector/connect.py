@@ -51,6 +51,10 @@ def run_state_schema() -> dict[str, Any]:
     }
 
 
+# made once: json.dumps with any argument makes a new encoder per call
+_COMPACT_UTF8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 @cache
 def _envelope_head() -> bytes:
     return b'{"schema":' + json.dumps(run_state_schema(), separators=(",", ":")).encode()
@@ -59,5 +63,5 @@ def _envelope_head() -> bytes:
 def encode_run_state(row: RunRow) -> bytes:
     """The Connect JSON value of one run's latest state."""
     payload = {f["field"]: getattr(row, f["field"]) for f in run_state_schema()["fields"]}
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    body = _COMPACT_UTF8(payload).encode()
     return _envelope_head() + b',"payload":' + body + b"}"
