@@ -172,3 +172,21 @@ def string_bytes(text: str) -> bytes:
     """An Avro string: its UTF-8 length, then the bytes."""
     data = text.encode()
     return long_bytes(len(data)) + data
+
+
+def read_long(data: bytes, i: int) -> tuple[int, int]:
+    """The Avro long (or int) at ``data[i]`` and the index past it: ``long_bytes`` read back.
+    Raises IndexError past the end, ValueError on more than ten bytes."""
+    b = data[i]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), i + 1
+    z, shift, end = b & 0x7F, 7, i + 10
+    i += 1
+    while i < end:
+        b = data[i]
+        i += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), i
+        shift += 7
+    raise ValueError("an Avro long of more than ten bytes")

@@ -125,7 +125,12 @@ class SchedulerLogic:
     # -- state ------------------------------------------------------------------------------
     def load(self, store: Store, job_key: str) -> JobState | None:
         data = store.get(keys.job_store_key(job_key))
-        return None if data is None else JobState.decode(self.codec, data)
+        return None if data is None else self.decode_state(data)
+
+    def decode_state(self, data: bytes) -> JobState:
+        if self.records is None:
+            return JobState.decode(self.codec, data)
+        return self.records.read_job(data)
 
     def plan_of(self, job_key: str, state: JobState) -> JobPlan:
         return self.plans.get(job_key, state.version, state.definition)
@@ -177,7 +182,7 @@ class SchedulerLogic:
             return
         job_key = keys.job_key_of(key)
         old = self.load(store, job_key)
-        new = None if value is None else JobState.decode(self.codec, value)
+        new = None if value is None else self.decode_state(value)
         if value is None:
             store.delete(key, logged=False)
         else:

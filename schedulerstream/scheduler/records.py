@@ -4,14 +4,23 @@
 Byte for byte what ``Codec.encode`` writes (same single-object header and fingerprint);
 ``FastRecords.for_codec`` checks that on a sample and returns None when the codec's current
 schemas differ from the layout written here (the scheduler then encodes with the codec).
-Records are read with the codec.
+A job record is read back by hand too (every emission reads one), unless it was written with
+another schema (then the codec reads it, resolving it to the current one).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from schedulerstream.codec import MARKER, Codec, instant_bytes, long_bytes, string_bytes
+from schedulerstream.codec import (
+    MARKER,
+    Codec,
+    instant_bytes,
+    long_bytes,
+    read_long,
+    string_bytes,
+)
 from schedulerstream.errors import CodecError
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
@@ -99,6 +108,18 @@ class FastRecords:
         parts.append(_EMPTY)
         return b"".join(parts)
 
+    def read_job(self, data: bytes) -> JobState:
+        """A SchedulerJob record as a JobState (``JobState.decode``, several times faster)."""
+        if data[:10] != self.job_header:
+            return JobState.decode(self.codec, data)
+        try:
+            state, end = _job_state(data, 10)
+        except (IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise CodecError(f"SchedulerJob: corrupt Avro body: {exc}") from exc
+        if end != len(data):
+            raise CodecError(f"SchedulerJob: {len(data) - end} bytes after the record")
+        return state
+
     def _matches(self) -> bool:
         """Both ways on a sample with every field set, compared with the codec."""
         state = JobState(
@@ -107,6 +128,8 @@ class FastRecords:
             ["r1", "é"], [BackfillCursor("b", 5, 1 << 45, True, 64)],
         )  # fmt: skip
         if self.job(state) != state.encode(self.codec):
+            return False
+        if self.read_job(state.encode(self.codec)) != state:
             return False
         record: dict[str, Any] = {
             "run_id": "t/j@20240101T000000Z", "tenant": "t", "job_id": "j",
@@ -120,3 +143,75 @@ class FastRecords:
                         record["scheduled_at_us"], record["not_before_us"],
                         record["emitted_at_us"], record["trigger"])  # fmt: skip
         return fast == self.codec.encode("RunTriggered", record)
+
+
+def _job_state(data: bytes, i: int) -> tuple[JobState, int]:
+    """The SchedulerJob body at ``data[i]`` (the layout ``FastRecords.job`` writes) and the
+    index past it."""
+    version, i = read_long(data, i)
+    size, i = read_long(data, i)
+    definition = data[i : i + size]
+    if len(definition) != size:
+        raise IndexError("the definition runs past the end")
+    paused = data[i + size] == 1
+    fired, i = read_long(data, i + size + 1)
+    next_fire, i = _read_optional(data, i)
+    next_not_before, i = _read_optional(data, i)
+    next_emit, i = _read_optional(data, i)
+    emitted, i = read_long(data, i)
+    pending, i = _read_array(data, i, _read_pending)
+    recent, i = _read_array(data, i, _read_string)
+    backfills, i = _read_array(data, i, _read_backfill)
+    state = JobState(version, definition, paused, fired, next_fire, next_not_before, next_emit,
+                     emitted, pending, recent, backfills)  # fmt: skip
+    return state, i
+
+
+T = TypeVar("T")
+
+
+def _read_array(
+    data: bytes, i: int, item: Callable[[bytes, int], tuple[T, int]]
+) -> tuple[list[T], int]:
+    """An Avro array: blocks of items (a negative count is followed by the block's size)
+    until an empty one."""
+    items: list[T] = []
+    while True:
+        count, i = read_long(data, i)
+        if count == 0:
+            return items, i
+        if count < 0:
+            count = -count
+            _, i = read_long(data, i)
+        for _ in range(count):
+            value, i = item(data, i)
+            items.append(value)
+
+
+def _read_optional(data: bytes, i: int) -> tuple[int | None, int]:
+    if data[i] == 0:
+        return None, i + 1
+    return read_long(data, i + 1)
+
+
+def _read_string(data: bytes, i: int) -> tuple[str, int]:
+    size, i = read_long(data, i)
+    if i + size > len(data):
+        raise IndexError("a string runs past the end")
+    return data[i : i + size].decode(), i + size
+
+
+def _read_pending(data: bytes, i: int) -> tuple[PendingRun, int]:
+    run_id, i = _read_string(data, i)
+    scheduled, i = read_long(data, i)
+    not_before, i = read_long(data, i)
+    return PendingRun(run_id, scheduled, not_before), i
+
+
+def _read_backfill(data: bytes, i: int) -> tuple[BackfillCursor, int]:
+    request, i = _read_string(data, i)
+    next_after, i = read_long(data, i)
+    end, i = read_long(data, i)
+    rerun = data[i] == 1
+    emitted, i = read_long(data, i + 1)
+    return BackfillCursor(request, next_after, end, rerun, emitted), i

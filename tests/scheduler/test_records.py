@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from schedulerstream.codec import SCHEMA_DIR, Codec, default_codec, long_bytes
+from schedulerstream.errors import CodecError
 from schedulerstream.scheduler.records import FastRecords, run_parts
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
@@ -30,6 +31,25 @@ def test_a_job_record_is_the_codecs(state: JobState) -> None:
     assert fast is not None
     assert fast.job(state) == state.encode(codec)
     assert JobState.decode(codec, fast.job(state)) == state
+    assert fast.read_job(state.encode(codec)) == state  # read back by hand too
+
+
+def test_a_damaged_job_record_is_a_codec_error_naming_it() -> None:
+    fast = FastRecords.for_codec(default_codec())
+    assert fast is not None
+    whole = fast.job(STATES[2])
+    for damaged, why in (
+        (whole[:-1], "corrupt Avro body"),  # cut short
+        (whole[:10] + whole[10:12], "corrupt Avro body"),  # the definition runs past the end
+        (whole + b"\x00", "1 bytes after the record"),
+        (whole[:10] + b"\xff" * 11, "more than ten bytes"),
+        (whole[:10] + b"\x02\x04\xff\xfe", "corrupt Avro body"),  # ends after the definition
+    ):
+        with pytest.raises(CodecError, match="SchedulerJob") as caught:
+            fast.read_job(damaged)
+        assert why in str(caught.value)
+    with pytest.raises(CodecError, match="unknown schema fingerprint"):
+        fast.read_job(b"\xc3\x01" + b"\x00" * 8 + whole[10:])  # not written by a known schema
 
 
 @pytest.mark.parametrize("payload", [None, "", '{"k": "é…"}', "x" * 10_000])
@@ -71,3 +91,18 @@ def test_another_job_schema_falls_back_to_the_codec(tmp_path: Path) -> None:
     path.write_text(json.dumps(schema))
     assert FastRecords.for_codec(Codec(schemas)) is None
     assert FastRecords.for_codec(Codec(SCHEMA_DIR)) is not None
+
+
+def test_a_job_record_of_an_earlier_schema_is_read_by_the_codec(tmp_path: Path) -> None:
+    """A record written before the schema gained a field (its fingerprint is the old one):
+    the hand-written reader leaves it to the codec, which resolves it."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+    path = schemas / "io.schedulerstream.SchedulerJob.avsc"
+    schema = json.loads(path.read_text())
+    schema["fields"].append({"name": "added", "type": "long", "default": 0})
+    path.write_text(json.dumps(schema))
+    newer = Codec(schemas)  # the old schema is in its history
+    fast = FastRecords(newer)
+    old = STATES[1].encode(default_codec())
+    assert fast.read_job(old) == STATES[1]
