@@ -301,6 +301,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def python_reference_ms(repeat: int = 7) -> float:
+    """Milliseconds a fixed pure-Python workload takes, best of ``repeat``: how fast this
+    machine runs Python at the moment. The same code measured 2x apart on one day here with
+    nothing else running, so a run reports this beside its ratios (a slow day shows)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        table: dict[str, int] = {}
+        for i in range(20_000):
+            key = f"tenant-{i % 64}/job-{i}"
+            table[key] = len(key) * i % 977
+        total = sum(v for k, v in table.items() if k.endswith("7"))
+        best = min(best, time.perf_counter() - started)
+    if total < 0:  # (keeps the work from being optimized away; never true)
+        raise AssertionError(total)
+    return round(best * 1000, 2)
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]

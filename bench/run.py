@@ -63,6 +63,7 @@ from bench.common import (
     fresh,
     install_interrupt_handlers,
     progress,
+    python_reference_ms,
     stop_children,
 )
 from schedulerstream.kafka.broker import LocalBroker, broker_answers
@@ -255,12 +256,15 @@ def _code_under_test() -> dict[str, Any]:
             "uncommitted": [line[3:] for line in changed]}  # fmt: skip
 
 
-def _machine() -> dict[str, Any]:
+def _machine(python_ref_ms_at_start: float) -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # a fixed Python workload's ms at the start and the end (bench/common.py): compare
+        # days by it before comparing their figures
+        "python_ref_ms": [python_ref_ms_at_start, python_reference_ms()],
     }
 
 
@@ -286,6 +290,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
     install_interrupt_handlers()
+    python_ref_ms = python_reference_ms()
     run = Run(args)
     started = time.monotonic()
     ours = not broker_answers(BENCH_BOOTSTRAP)
@@ -315,7 +320,7 @@ def main() -> int:
     run.figures["commit"] = code["commit"]
     if code["uncommitted"]:
         run.figures["uncommitted_package_files"] = code["uncommitted"]
-    run.figures["machine"] = _machine()
+    run.figures["machine"] = _machine(python_ref_ms)
     missing = [k for k in REQUIRED if run.figures.get(k) is None]
     if missing:
         run.figures["missing_keys"] = missing
