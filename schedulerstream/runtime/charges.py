@@ -82,6 +82,11 @@ class Charges:
         self._flush_started = time.monotonic()
         self._looked = False
 
+    def failing(self) -> bool:
+        """Is the open transaction known to fail (a record refused or not delivered)? Unlike
+        ``check``, charges nothing."""
+        return bool(self._refusals or self._doomed)
+
     def check(self) -> None:
         """Raise ``TransactionFailed`` as soon as this transaction is known to fail because
         of some records: refused ones, or ones for a topic that is gone (looked up once, after

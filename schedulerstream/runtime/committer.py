@@ -100,8 +100,11 @@ class Committer:
                 self.txn.produce(output, self.charges.plain_callback())
                 continue
             try:
-                produce = self.txn.produce_alone if output.alone else self.txn.produce
-                produce(output, self.charges.callback(partition, charged, output.topic))
+                callback = self.charges.callback(partition, charged, output.topic)
+                if output.alone:
+                    self.txn.produce_alone(output, callback, self.charges.failing)
+                else:
+                    self.txn.produce(output, callback)
             except KafkaException as exc:  # e.g. its topic is known to be gone
                 charged_output = output._replace(origin=charged)
                 if not self.charges.refused_at_produce(partition, charged_output, exc):

@@ -51,6 +51,10 @@ class Failure(enum.Enum):
     FATAL = "fatal"
 
 
+class _Failing(Exception):
+    """(``produce_alone``) the transaction is known to fail: stop waiting."""
+
+
 class TransactionFailed(SchedulerStreamError):
     """A step of the commit protocol failed; ``failure`` says how to recover."""
 
@@ -178,12 +182,26 @@ class TransactionalProducer:
                 self.producer.poll(0.05)
         self.produced += 1
 
-    def produce_alone(self, output: OutRecord, on_delivery: DeliveryCallback | None = None) -> None:
+    def produce_alone(
+        self,
+        output: OutRecord,
+        on_delivery: DeliveryCallback | None = None,
+        failing: Callable[[], bool] | None = None,
+    ) -> None:
         """``produce`` in a batch of its own: what was produced before is sent and answered
-        first, and nothing produced after joins it (the broker judges its size alone)."""
-        self._wait()
+        first, and nothing produced after joins it (the broker judges its size alone). The
+        waits end as soon as ``failing`` says the transaction cannot commit: it aborts at
+        its commit, and its replay sends the record alone again."""
+
+        def check() -> None:
+            if failing is not None and failing():
+                raise _Failing
+
+        with contextlib.suppress(_Failing):
+            self._wait(check)
         self.produce(output, on_delivery)
-        self._wait()
+        with contextlib.suppress(_Failing):
+            self._wait(check)
 
     def poll(self) -> None:
         if self._producer is not None:

@@ -4,6 +4,7 @@ judged by the broker on its own size, not on its batch's."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -16,10 +17,10 @@ from schedulerstream.runtime.transaction import TransactionalProducer
 from schedulerstream.settings import Settings
 from tests.runtime.rt_helpers import read_all
 
-pytestmark = pytest.mark.kafka
 LIMIT = 2_000  # the topic's max.message.bytes: a batch larger than this is refused
 
 
+@pytest.mark.kafka
 def test_a_record_produced_alone_is_judged_by_its_own_size(kafka_settings: Settings) -> None:
     s = kafka_settings
     topic = s.topic("narrow")
@@ -58,3 +59,31 @@ def test_a_record_produced_alone_is_judged_by_its_own_size(kafka_settings: Setti
     finally:
         txn.close()
     assert sorted(m.key() for m in read_all(s, "narrow")) == [b"big-1", b"small-1", b"small-2"]
+
+
+class HeldBack:
+    """A producer whose flush never empties its queue (records held back, as librdkafka does
+    after a refusal in the transaction)."""
+
+    def __init__(self) -> None:
+        self.produced: list[bytes | None] = []
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, *rest: Any,
+                **options: Any) -> None:  # fmt: skip
+        self.produced.append(key)
+
+    def flush(self, timeout: float) -> int:
+        return 1  # one record still unacknowledged, whatever the wait
+
+
+def test_a_transaction_known_to_fail_does_not_hold_the_record_waiting() -> None:
+    txn = TransactionalProducer({}, timeout_s=5.0)
+    held = HeldBack()
+    txn._producer = held  # type: ignore[assignment]
+    started = time.monotonic()
+    txn.produce_alone(OutRecord("t", b"big", b"v", 0), None, failing=lambda: True)
+    assert time.monotonic() - started < 1.0  # not the 2 x 5 s a healthy one may wait
+    assert held.produced == [b"big"]  # produced all the same: the commit aborts it
