@@ -10,7 +10,6 @@ overlap, delivery, retry, the job's ``pause_after_failures`` and ``notify``) and
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -21,6 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.contracts.policies import DELIVERY_MODES, OVERLAP_POLICIES
 from schedulerstream.errors import ValidationError
+from schedulerstream.jsontext import compact_sorted
 from schedulerstream.model import (
     NOTIFY_EVENTS,
     HttpTarget,
@@ -109,7 +109,7 @@ def canonical(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # a string with a lone surrogate, which json escapes
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return compact_sorted(value)
 
 
 @lru_cache(maxsize=16_384)

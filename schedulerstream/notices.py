@@ -15,9 +15,10 @@ notifies (no loops).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
+
+from schedulerstream.jsontext import compact
 
 NOTIFICATION = "notification"  # the trigger of a notification run
 DEAD_LETTERED, PAUSED = "dead_lettered", "paused"
@@ -65,4 +66,4 @@ def envelope(
     value = {"type": ENVELOPE_TYPE, "event": event, "tenant": tenant, "job_id": job_id,
              "job_version": job_version, "run_id": run_id, "reason": _cut(reason),
              "last_attempt": last}  # fmt: skip
-    return json.dumps(value, separators=(",", ":"))
+    return compact(value)

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from schedulerstream.errors import RejectedRecord
+from schedulerstream.jsontext import compact
 
 OFFER, CANCEL = "offer", "cancel"
 EVENT_KINDS = frozenset({"claimed", "heartbeat", "succeeded", "failed"})
@@ -89,7 +90,7 @@ class WorkerEvent:
 
     def to_bytes(self) -> bytes:
         data = {k: v for k, v in asdict(self).items() if v is not None}
-        return json.dumps(data, separators=(",", ":")).encode()
+        return compact(data).encode()
 
 
 def offer_value(envelope: Mapping[str, Any], pool: str, lease_ms: int, offered_at_us: int,
@@ -105,13 +106,13 @@ def offer_value(envelope: Mapping[str, Any], pool: str, lease_ms: int, offered_a
         "deadline_at_us": deadline_at_us,
         "dispatcher_partition": dispatcher_partition,
     }
-    return json.dumps(value, separators=(",", ":")).encode("ascii")
+    return compact(value).encode("ascii")
 
 
 def cancel_value(run_id: str, attempt: int, reason: str, dispatcher_partition: int) -> bytes:
     """The cancel record's value (its key is the run id)."""
     value = asdict(WorkCancel(run_id, attempt, reason[:MAX_REASON], dispatcher_partition))
-    return json.dumps({"kind": CANCEL, **value}, separators=(",", ":")).encode("ascii")
+    return compact({"kind": CANCEL, **value}).encode("ascii")
 
 
 def _object(key: bytes | None, value: bytes | None, what: str) -> tuple[str, dict[str, Any]]:

@@ -28,6 +28,7 @@ from schedulerstream.dispatcher.events import Output
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import DispatchLogic
 from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.jsontext import compact
 from schedulerstream.runtime.store import StateStore, prefix_end
 from schedulerstream.targets.base import Outcome
 from schedulerstream.targets.envelope import iso_utc
@@ -54,7 +55,7 @@ class Lease:
     beat_at_us: int | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return compact(asdict(self)).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Lease:

@@ -36,12 +36,12 @@ from schedulerstream.dispatcher.states import (
     RunStatus,
 )
 from schedulerstream.errors import StateError
+from schedulerstream.jsontext import compact
 from schedulerstream.runtime.store import StateStore
 
 SEQ_KEY = b"ctr/seq"
 FORMAT = 3  # of a RunRecord's bytes (a JSON array starting with it); 2 is read too
 _FIELDS = {2: 18, 3: 19}  # fields of each format
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 _DECODED_LIMIT = 20_000
@@ -56,7 +56,7 @@ def _dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        return _ENCODE(value).encode()
+        return compact(value).encode()
 
 
 def _loads(raw: bytes) -> Any:

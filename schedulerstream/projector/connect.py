@@ -7,12 +7,12 @@ and the Avro contract cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from typing import Any
 
 from schedulerstream.codec import NAMESPACE, default_codec
 from schedulerstream.errors import CodecError
+from schedulerstream.jsontext import compact, compact_utf8
 from schedulerstream.readmodel import RunRow
 
 _CONNECT_TYPES = {
@@ -51,17 +51,13 @@ def run_state_schema() -> dict[str, Any]:
     }
 
 
-# made once: json.dumps with any argument makes a new encoder per call
-_COMPACT_UTF8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 @cache
 def _envelope_head() -> bytes:
-    return b'{"schema":' + json.dumps(run_state_schema(), separators=(",", ":")).encode()
+    return b'{"schema":' + compact(run_state_schema()).encode()
 
 
 def encode_run_state(row: RunRow) -> bytes:
     """The Connect JSON value of one run's latest state."""
     payload = {f["field"]: getattr(row, f["field"]) for f in run_state_schema()["fields"]}
-    body = _COMPACT_UTF8(payload).encode()
+    body = compact_utf8(payload).encode()
     return _envelope_head() + b',"payload":' + body + b"}"

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from schedulerstream.jsontext import compact, compact_sorted
 from schedulerstream.model import JobDefinition
 from schedulerstream.readmodel import JobRow
 from schedulerstream.timing.spec import schedule_of
@@ -63,7 +64,7 @@ class JobDef:
         )
 
     def encode(self) -> bytes:
-        return json.dumps(vars(self), separators=(",", ":"), sort_keys=True).encode()
+        return compact_sorted(vars(self)).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> JobDef:
@@ -81,7 +82,7 @@ class JobRuns:
     fired: int | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(vars(self), separators=(",", ":")).encode()
+        return compact(vars(self)).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> JobRuns:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedulerstream.ids import INSTANT_FORMAT
+from schedulerstream.jsontext import compact
 from schedulerstream.notices import NOTIFICATION
 from schedulerstream.readmodel import RunRow
 
@@ -70,7 +71,6 @@ DEFAULT_ERRORS = {"timed_out": "timed out", "lease_expired": "worker lease expir
 
 # where scheduled_at came from: a higher source wins
 FROM_EVENT_TIME, FROM_RUN_ID, FROM_ATTEMPT, FROM_RUNS_TOPIC = 0, 1, 2, 3
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode  # once: json.dumps makes one a call
 _SUFFIX = re.compile(
     r"^(?:(?:(?P<instant>\d{8}T\d{6}Z)(?:~[A-Za-z0-9._:-]{1,128})?|manual-[A-Za-z0-9._:-]{1,128})"
     r"(?:!dead_lettered)?|v\d{1,19}!paused)$"  # notifications (``notices``)
@@ -124,7 +124,7 @@ class RunState:
     updated_at: int = 0
 
     def encode(self) -> bytes:
-        return _COMPACT(vars(self)).encode()
+        return compact(vars(self)).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> RunState:

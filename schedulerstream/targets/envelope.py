@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
+from schedulerstream.jsontext import compact
 from schedulerstream.model import from_us
 from schedulerstream.targets.base import Delivery
 
@@ -29,10 +29,6 @@ def envelope(delivery: Delivery) -> dict[str, Any]:
     }
 
 
-# made once: json.dumps with any argument makes a new encoder per call
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def envelope_bytes(delivery: Delivery) -> bytes:
     """The envelope as compact ASCII JSON (non-ASCII escaped, so any payload encodes)."""
-    return _COMPACT(envelope(delivery)).encode("ascii")
+    return compact(envelope(delivery)).encode("ascii")
