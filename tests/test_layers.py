@@ -36,6 +36,7 @@ CORE = frozenset(
         "gc_policy",
         "histogram",
         "ids",
+        "jsontext",
         "ingest",
         "jobfile",
         "limits",

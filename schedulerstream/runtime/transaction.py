@@ -51,7 +51,7 @@ class Failure(enum.Enum):
     FATAL = "fatal"
 
 
-class _Failing(Exception):
+class _Failing(SchedulerStreamError):
     """(``produce_alone``) the transaction is known to fail: stop waiting."""
 
 
