@@ -213,3 +213,67 @@ def test_a_start_behind_a_hung_host_ends_unsent_without_any_attempt_ending(
     assert target.started == ["a/hung@1"]  # still running: no completion freed the slot
     target.release("a/hung@1")
     drained.until("the first done", lambda: len(drained.found) == 2)
+
+
+class SwallowingTarget(HeldTarget):
+    """``config["swallow"]``: a target that catches the cancel of its attempt and answers."""
+
+    async def deliver(self, delivery: Delivery, config: dict[str, Any]) -> Outcome:
+        if not config.get("swallow"):
+            return await super().deliver(delivery, config)
+        with self.lock:
+            self.started.append(delivery.run_id)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return Outcome("failed", "swallowed the cancel", True, 1)
+        return Outcome("succeeded", "ok", False, 1)
+
+
+def test_a_cancelled_attempts_slot_goes_to_the_next_waiting_start(executor: Executor) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2", free=True)
+    submit(executor, target, "a/j@3", free=True)
+    drained.until("the first started", lambda: target.started == ["a/j@1"])
+    assert executor.cancel(0, "a/j@1", 1)
+    drained.until("all three ended", lambda: len(drained.found) == 3)
+    outcomes = {c.run_id: c.outcome for c in drained.found}
+    assert outcomes["a/j@1"] is None  # aborted: no outcome, and only it
+    assert all(o is not None and o.succeeded for k, o in outcomes.items() if k != "a/j@1")
+    assert target.started == ["a/j@1", "a/j@2", "a/j@3"]
+    assert executor.in_flight == 0
+
+
+def test_a_cancel_swallowed_by_a_target_does_not_reach_the_next_attempt() -> None:
+    ex = Executor(grace_s=0.2)
+    try:
+        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+        target, drained = SwallowingTarget(), Drained(ex)
+        submit(ex, target, "a/j@1", swallow=True)
+        ex.submit(0, "a", Delivery("a/j@2", "a", "j", 0, 1, "scheduled", None, 0.2), target,
+                  {"host": "h:80"}, "h:80")  # fmt: skip
+        drained.until("the first started", lambda: target.started == ["a/j@1"])
+        assert ex.cancel(0, "a/j@1", 1)
+        drained.until("both ended", lambda: len(drained.found) == 2, timeout=5)
+        first, second = sorted(drained.found, key=lambda c: c.run_id)
+        assert first.outcome is not None and first.outcome.reason == "swallowed the cancel"
+        # the second ran on the same worker: cut by the sweep, it is timed out, not cancelled
+        assert second.outcome is not None and second.outcome.kind == "timed_out"
+    finally:
+        ex.close()
+
+
+def test_closing_sends_none_of_the_waiting_starts() -> None:
+    ex = Executor(grace_s=0.1)
+    target, drained = HeldTarget(), Drained(ex)
+    try:
+        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+        for i in range(3):
+            submit(ex, target, f"a/j@{i}")
+        drained.until("the first started", lambda: target.started == ["a/j@0"])
+    finally:
+        ex.close()
+    assert target.started == ["a/j@0"]  # its cancel did not start the next one
+    assert [c.outcome for c in ex.drain()] == [None]
