@@ -319,6 +319,20 @@ def python_reference_ms(repeat: int = 7) -> float:
     return round(best * 1000, 2)
 
 
+PYTHON_DRIFT = 0.2  # the reference workload's end against its start, beyond which a run warns
+
+
+def python_drift_warning(at_start_ms: float, at_end_ms: float) -> str | None:
+    """A warning when this machine ran Python more than ``PYTHON_DRIFT`` faster or slower at
+    the end of a run than at its start: its phases were measured on different machines."""
+    drift = at_end_ms / at_start_ms - 1
+    if abs(drift) <= PYTHON_DRIFT:
+        return None
+    return (f"the Python reference workload took {at_start_ms:g} ms at the start and "
+            f"{at_end_ms:g} ms at the end ({drift:+.0%}): this machine's speed changed during "
+            "the run, so compare its ratios only within a phase")  # fmt: skip
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]

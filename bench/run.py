@@ -63,6 +63,7 @@ from bench.common import (
     fresh,
     install_interrupt_handlers,
     progress,
+    python_drift_warning,
     python_reference_ms,
     stop_children,
 )
@@ -257,15 +258,21 @@ def _code_under_test() -> dict[str, Any]:
 
 
 def _machine(python_ref_ms_at_start: float) -> dict[str, Any]:
-    return {
+    at_end = python_reference_ms()
+    found: dict[str, Any] = {
         "cores": os.cpu_count(),
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "platform": platform.platform(),
         # a fixed Python workload's ms at the start and the end (bench/common.py): compare
         # days by it before comparing their figures
-        "python_ref_ms": [python_ref_ms_at_start, python_reference_ms()],
+        "python_ref_ms": [python_ref_ms_at_start, at_end],
     }
+    warning = python_drift_warning(python_ref_ms_at_start, at_end)
+    if warning is not None:
+        found["warning"] = warning
+        progress(f"WARNING: {warning}")
+    return found
 
 
 def main() -> int:
