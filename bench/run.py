@@ -257,11 +257,11 @@ def _code_under_test() -> dict[str, Any]:
             "uncommitted": [line[3:] for line in changed]}  # fmt: skip
 
 
-def _machine(python_ref_ms_at_start: float) -> dict[str, Any]:
+def _machine(python_ref_ms_at_start: float, load_at_start: tuple[float, ...]) -> dict[str, Any]:
     at_end = python_reference_ms()
     found: dict[str, Any] = {
         "cores": os.cpu_count(),
-        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_avg_at_start": [round(x, 2) for x in load_at_start],
         "python": platform.python_version(),
         "platform": platform.platform(),
         # a fixed Python workload's ms at the start and the end (bench/common.py): compare
@@ -297,6 +297,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
     install_interrupt_handlers()
+    load_at_start = os.getloadavg()
     python_ref_ms = python_reference_ms()
     run = Run(args)
     started = time.monotonic()
@@ -327,7 +328,7 @@ def main() -> int:
     run.figures["commit"] = code["commit"]
     if code["uncommitted"]:
         run.figures["uncommitted_package_files"] = code["uncommitted"]
-    run.figures["machine"] = _machine(python_ref_ms)
+    run.figures["machine"] = _machine(python_ref_ms, load_at_start)
     missing = [k for k in REQUIRED if run.figures.get(k) is None]
     if missing:
         run.figures["missing_keys"] = missing
