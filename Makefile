@@ -22,6 +22,7 @@ lint: install
 	$(BIN)/ruff check schedulerstream tests bench harness
 	$(BIN)/ruff format --check schedulerstream tests bench harness
 	$(BIN)/mypy schedulerstream harness
+	$(BIN)/mypy -p bench
 
 test: lint
 	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider

@@ -270,12 +270,11 @@ def rate_search(
     else:
         first = 250.0 if quick else 100.0
         ladder = [round(first * 1.5**k, -1) for k in range(12)]
-    shape = {"period": period, "tenants": tenants}
     tried: list[dict[str, Any]] = []
 
     def probe(rate: float) -> bool:
         progress(f"e2e probe at {rate:.0f} runs/s ({round(rate * period)} jobs, fresh stack)")
-        result, _ = run_step(base, log_dir, rate, probe_s, **shape)
+        result, _ = run_step(base, log_dir, rate, probe_s, period=period, tenants=tenants)
         tried.append(result)
         progress(_summary(result))
         return bool(result["ok"])
@@ -295,7 +294,8 @@ def rate_search(
     for attempt in range(2):
         progress(f"e2e sustained run at {best:.0f} runs/s for {sustain_s} s (fresh stack)")
         result, detail = run_step(base, log_dir, best, sustain_s, sustained=True,
-                                  profile_s=profile_s, **shape)  # fmt: skip
+                                  profile_s=profile_s, period=period,
+                                  tenants=tenants)  # fmt: skip
         tried.append(result)
         progress(_summary(result) + f"; p99 by third {result['p99_by_third_ms']} ms")
         if result["ok"] or attempt == 1:
@@ -304,7 +304,7 @@ def rate_search(
     cpu = result["cpu_by_third"]
     half_rate = round(result["rate_per_s"] / 2, -1)
     progress(f"e2e at half the sustained rate: {half_rate:.0f} runs/s for {probe_s} s")
-    half, _ = run_step(base, log_dir, half_rate, probe_s, **shape)
+    half, _ = run_step(base, log_dir, half_rate, probe_s, period=period, tenants=tenants)
     tried.append(half | {"kind": "half"})
     progress(_summary(half))
     figures = {

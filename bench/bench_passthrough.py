@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from rocksdict import Options, Rdict, WriteBatch
 
 from schedulerstream.codec import Codec, default_codec
@@ -207,11 +207,12 @@ def measure(settings: Settings, records: int) -> dict[str, Any]:
             if not in_txn:
                 producer.begin_transaction()
                 in_txn = True
-            job = by_key[msg.key()]
-            partition = msg.partition()
+            job = by_key[msg.key() or b""]
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None
             overlay[b"job/" + job.key] = (job.state_out, partition)
             _produce(producer, sink, job.run_id, job.run, partition)
-            positions[partition] = msg.offset() + 1
+            positions[partition] = offset + 1
             done += 1
         if in_txn and (time.monotonic() >= next_commit or done >= records):
             for key, (value, partition) in overlay.items():
@@ -256,6 +257,9 @@ class Passthrough(Topology):
     @property
     def changelog_topic(self) -> str:
         return self.settings.topic("bench-changelog")
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        return None
 
     def process(self, ctx: TaskContext, message: Any) -> None:
         if self.started is None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from schedulerstream.kafka import clients
 from schedulerstream.runtime import Processor, TaskContext, Topology
@@ -55,6 +55,9 @@ class Marker(Topology):
         with self.lock:
             self.first.clear()
             self.max_gap.clear()
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        return None
 
     def process(self, ctx: TaskContext, message: Any) -> None:
         now = time.monotonic()

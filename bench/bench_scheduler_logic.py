@@ -122,11 +122,11 @@ def store_seconds(jobs: int, workdir: Path) -> float:
         keys = [key for (key, _), _ in scan]
         floor = keys[-1]
         for due in keys:
-            i = due.rsplit(b"/", 1)[1]
-            store.get(b"job/" + i)
-            store.put(b"job/" + i, value)
+            job = due.rsplit(b"/", 1)[1]
+            store.get(b"job/" + job)
+            store.put(b"job/" + job, value)
             store.delete(due, logged=False)
-            store.put(b"due/%016x/" % 1 + i, b"", logged=False)
+            store.put(b"due/%016x/" % 1 + job, b"", logged=False)
         done += len(keys)
         store.flush(0)
     elapsed = time.perf_counter() - started
