@@ -25,7 +25,6 @@ import contextlib
 import functools
 import heapq
 import itertools
-import logging
 import queue
 import threading
 import time
@@ -35,7 +34,6 @@ from typing import Any, NamedTuple, Protocol
 from schedulerstream.dispatcher.waiting import AttemptKey, Submission, WaitingRoom
 from schedulerstream.targets.base import Delivery, Outcome, Sender
 
-log = logging.getLogger(__name__)
 GRACE_S = 1.0
 __all__ = ["GRACE_S", "AttemptKey", "Completion", "Deliveries", "Executor", "Gate"]
 
@@ -319,14 +317,12 @@ class Executor:
 
     def _worker_ended(self, slot: list[Submission | None], task: asyncio.Task[None]) -> None:
         """(loop thread) A worker that stopped inside an attempt (cancelled before it began,
-        or at close) still ends that attempt; one that failed between attempts is logged."""
-        exc = None if task.cancelled() else task.exception()
+        or at close) still ends that attempt."""
         item = slot[0]
         if item is None:
-            if exc is not None:
-                log.error("a delivery worker failed between attempts", exc_info=exc)
             return
         slot[0] = None
+        exc = None if task.cancelled() else task.exception()
         failed = None if exc is None else Outcome("failed", f"{type(exc).__name__}: {exc}",
                                                    True, 0)  # fmt: skip
         self._end(item, failed)

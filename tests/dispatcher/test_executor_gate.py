@@ -277,28 +277,3 @@ def test_closing_sends_none_of_the_waiting_starts() -> None:
         ex.close()
     assert target.started == ["a/j@0"]  # its cancel did not start the next one
     assert [c.outcome for c in ex.drain()] == [None]
-
-
-def test_a_failure_between_attempts_is_logged_and_the_waiting_starts_still_run(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    seen: list[str] = []
-
-    def on_complete(completion: Completion) -> None:
-        seen.append(completion.run_id)
-        if len(seen) == 1:
-            raise RuntimeError("a bug in the completion handler")
-
-    ex = Executor(grace_s=0.2, on_complete=on_complete)
-    try:
-        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
-        target = HeldTarget()
-        for i in range(3):
-            submit(ex, target, f"a/j@{i}", free=True)
-        deadline = time.monotonic() + 5
-        while len(seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert seen == ["a/j@0", "a/j@1", "a/j@2"]  # the next worker took them, in order
-        assert "a delivery worker failed between attempts" in caplog.text
-    finally:
-        ex.close()
