@@ -277,7 +277,8 @@ class _Child:
         return sender
 
     def _completed(self, completion: Completion) -> None:
-        self._out.append(tuple(completion))
+        c = completion
+        self._out.append((c.partition, c.tenant, c.run_id, c.attempt, c.outcome, c.host))
         if len(self._out) == 1:
             self.loop.call_soon(self._send)
 

@@ -29,7 +29,8 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from schedulerstream.dispatcher.waiting import AttemptKey, Submission, WaitingRoom
 from schedulerstream.targets.base import Delivery, Outcome, Sender
@@ -80,9 +81,9 @@ class Deliveries(Protocol):
     def close(self) -> None: ...
 
 
-class Completion(NamedTuple):
-    """How one submitted attempt ended; ``outcome`` is None when it was cancelled (a tuple:
-    one is made per attempt, and the delivery process sends its fields)."""
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How one submitted attempt ended; ``outcome`` is None when it was cancelled."""
 
     partition: int
     tenant: str
@@ -128,8 +129,6 @@ class Executor:
         self._waiting = WaitingRoom()  # (loop)
         self._running_in = _Counts()  # attempts running, by tenant and host (loop)
         self._held: set[int] = set()  # partitions whose waiting starts may not start
-        self._host_room = self._host_has_room  # bound once: asked for every start
-        self._tenant_room = self._tenant_has_room
         self._armed: list[tuple[float, int, Submission]] = []  # heap by send time (loop)
         self._armed_seq = itertools.count()
         self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
@@ -238,11 +237,18 @@ class Executor:
     def _next_admitted(self, now: float) -> Submission | None:
         """(loop thread) Take out the oldest waiting start the gate admits, given a free slot
         in all; a held partition's starts are parked, the expired end."""
-        waiting = self._waiting
-        if self._gate is None:
+        gate, counts, waiting = self._gate, self._running_in, self._waiting
+        if gate is None:
             return None
+
+        def host_has_room(host: str | None) -> bool:
+            return host is None or counts.by_host[host] < gate.host_concurrency
+
+        def tenant_has_room(tenant: str) -> bool:
+            return counts.by_tenant[tenant] < gate.tenant_concurrency_of(tenant)
+
         while waiting:
-            found = waiting.next_admitted(self._host_room, self._tenant_room)
+            found = waiting.next_admitted(host_has_room, tenant_has_room)
             if found is None:
                 return None
             if found.key[0] in self._held:
@@ -252,14 +258,6 @@ class Executor:
             else:
                 return found
         return None
-
-    def _host_has_room(self, host: str | None) -> bool:
-        assert self._gate is not None
-        return host is None or self._running_in.by_host[host] < self._gate.host_concurrency
-
-    def _tenant_has_room(self, tenant: str) -> bool:
-        assert self._gate is not None
-        return self._running_in.by_tenant[tenant] < self._gate.tenant_concurrency_of(tenant)
 
     def _spawn(self, item: Submission, now: float) -> None:
         """(loop thread) A worker for ``item``; it goes on with the next admitted start."""
