@@ -289,7 +289,6 @@ class _Child:
 
     async def _settle(self) -> None:
         """Cancel every attempt (none is sent any more) and close the targets."""
-        self.executor.stop_starting()
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()

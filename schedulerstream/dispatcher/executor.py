@@ -119,7 +119,7 @@ class Executor:
         self._submitted: collections.deque[Submission] = collections.deque()
         self._wake_pending = False
         self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
-        self._tasks: dict[AttemptKey, asyncio.Task[None]] = {}  # its worker (loop thread)
+        self._tasks: dict[AttemptKey, asyncio.Task[Outcome]] = {}  # loop thread only
         self._bounds: dict[AttemptKey, float] = {}  # loop time past which it is cut (loop)
         self._overran: set[AttemptKey] = set()  # cut by the sweep, not cancelled (loop)
         self._sweep_s = grace_s / 4
@@ -133,7 +133,6 @@ class Executor:
         self._armed_seq = itertools.count()
         self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
         self._arm_timer_at = 0.0
-        self._closing = False  # workers stop (loop)
         if thread:
             self._thread.start()
 
@@ -221,109 +220,39 @@ class Executor:
 
     def _start_waiting(self, now: float) -> None:
         """(loop thread) Start what the gate admits, oldest first; end the expired."""
-        if self._gate is None:
-            for item in self._waiting.take_all():
-                self._spawn(item, now)
+        gate, waiting, counts = self._gate, self._waiting, self._running_in
+        if gate is None:
+            for item in waiting.take_all():
+                self._start(item, now)
         else:
-            while self._waiting and self._running_in.total < self._gate.concurrency:
-                found = self._next_admitted(now)
+
+            def host_has_room(host: str | None) -> bool:
+                return host is None or counts.by_host[host] < gate.host_concurrency
+
+            def tenant_has_room(tenant: str) -> bool:
+                return counts.by_tenant[tenant] < gate.tenant_concurrency_of(tenant)
+
+            while waiting and counts.total < gate.concurrency:
+                found = waiting.next_admitted(host_has_room, tenant_has_room)
                 if found is None:
                     break
-                self._spawn(found, now)
+                if found.key[0] in self._held:
+                    waiting.park(found)
+                elif now - found.arrived > self._ttl_s:
+                    self._expire(found)
+                else:
+                    self._start(found, now)
         if self._tasks and not self._sweeping:
             self._sweeping = True
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _next_admitted(self, now: float) -> Submission | None:
-        """(loop thread) Take out the oldest waiting start the gate admits, given a free slot
-        in all; a held partition's starts are parked, the expired end."""
-        gate, counts, waiting = self._gate, self._running_in, self._waiting
-        if gate is None:
-            return None
-
-        def host_has_room(host: str | None) -> bool:
-            return host is None or counts.by_host[host] < gate.host_concurrency
-
-        def tenant_has_room(tenant: str) -> bool:
-            return counts.by_tenant[tenant] < gate.tenant_concurrency_of(tenant)
-
-        while waiting:
-            found = waiting.next_admitted(host_has_room, tenant_has_room)
-            if found is None:
-                return None
-            if found.key[0] in self._held:
-                waiting.park(found)
-            elif now - found.arrived > self._ttl_s:
-                self._expire(found)
-            else:
-                return found
-        return None
-
-    def _spawn(self, item: Submission, now: float) -> None:
-        """(loop thread) A worker for ``item``; it goes on with the next admitted start."""
-        slot: list[Submission | None] = [item]
-        task = self._loop.create_task(self._work(slot))
-        self._begin(item, task, now)
-        task.add_done_callback(functools.partial(self._worker_ended, slot))
-
-    def _begin(self, item: Submission, task: asyncio.Task[None], now: float) -> None:
+    def _start(self, item: Submission, now: float) -> None:
+        task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
+                                                    item.config))  # fmt: skip
         self._tasks[item.key] = task
         self._bounds[item.key] = now + item.delivery.deadline + self._grace_s
         self._running_in.add(item, 1)
-
-    async def _work(self, slot: list[Submission | None]) -> None:
-        """A worker: attempts one after another while the gate admits a waiting start (no
-        task per attempt). ``slot`` holds its current start. It awaits nothing but its
-        attempt, so a cancel of this task is always a cancel of its current attempt."""
-        task = asyncio.current_task()
-        assert task is not None
-        item = slot[0]
-        while item is not None:
-            outcome = await self._attempt(item, task)
-            while task.cancelling():  # swallowed by the target: the next attempt starts clean
-                task.uncancel()
-            slot[0] = None
-            self._end(item, outcome)
-            item = None
-            if self._waiting and not self._closing:
-                now = self._loop.time()
-                item = self._next_admitted(now)
-                if item is not None:
-                    self._begin(item, task, now)
-                    slot[0] = item
-                    if self._waiting:  # the gate may have grown: more than one slot free
-                        self._start_waiting(now)
-
-    async def _attempt(self, item: Submission, task: asyncio.Task[None]) -> Outcome | None:
-        """The attempt's outcome; None when it was cancelled (and not cut by the sweep)."""
-        delivery = item.delivery
-        try:
-            return await item.target.deliver(delivery, item.config)
-        except asyncio.CancelledError:
-            if self._closing:
-                raise
-            cancels = 1
-            while task.uncancel():
-                cancels += 1
-            if cancels > 1 or item.key not in self._overran:
-                return None  # cancelled (maybe as well as cut): no outcome
-            limit = delivery.deadline + self._grace_s
-            reason = f"no answer within {delivery.deadline:g} s"
-            return Outcome("timed_out", reason, True, round(limit * 1e6))
-        except Exception as exc:  # a target bug must not lose the attempt
-            return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
-
-    def _worker_ended(self, slot: list[Submission | None], task: asyncio.Task[None]) -> None:
-        """(loop thread) A worker that stopped inside an attempt (cancelled before it began,
-        or at close) still ends that attempt."""
-        item = slot[0]
-        if item is None:
-            return
-        slot[0] = None
-        exc = None if task.cancelled() else task.exception()
-        failed = None if exc is None else Outcome("failed", f"{type(exc).__name__}: {exc}",
-                                                   True, 0)  # fmt: skip
-        self._end(item, failed)
+        task.add_done_callback(functools.partial(self._finished, item))
 
     def _expire(self, item: Submission) -> None:
         reason = (f"not sent: no free slot within {self._ttl_s:g} s of its start being "
@@ -355,15 +284,15 @@ class Executor:
         if self._sweeping:
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _end(self, item: Submission, outcome: Outcome | None) -> None:
+    def _finished(self, item: Submission, task: asyncio.Task[Outcome]) -> None:
         """(loop thread) One attempt ended, however it ended."""
-        key = item.key
-        del self._tasks[key]
-        del self._bounds[key]
-        if self._overran:
-            self._overran.discard(key)
+        self._tasks.pop(item.key, None)
+        self._bounds.pop(item.key, None)
+        self._overran.discard(item.key)
         self._running_in.add(item, -1)
-        self._complete(item, outcome)
+        self._complete(item, None if task.cancelled() else task.result())
+        if self._waiting:
+            self._start_waiting(self._loop.time())
 
     def cancel(self, partition: int, run_id: str, attempt: int) -> bool:
         """Abort one attempt (its request is aborted); False if it is not running here."""
@@ -430,16 +359,11 @@ class Executor:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
-    def stop_starting(self) -> None:
-        """(loop thread) Start no attempt any more: a cancel now ends its worker (shutdown)."""
-        self._closing = True
-
     def close(self) -> None:
         """Cancel what runs and stop the loop thread."""
 
         async def settle() -> None:  # let aborted requests unwind (close their connections)
             self._launch()
-            self.stop_starting()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -451,6 +375,21 @@ class Executor:
             asyncio.run_coroutine_threadsafe(settle(), self._loop).result(self._grace_s + 2)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    async def _attempt(
+        self, key: AttemptKey, target: Sender[Any], delivery: Delivery, config: Any
+    ) -> Outcome:
+        try:
+            return await target.deliver(delivery, config)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if key not in self._overran or task is None or task.uncancel() > 0:
+                raise  # cancelled (maybe as well as cut): no outcome
+            limit = delivery.deadline + self._grace_s
+            reason = f"no answer within {delivery.deadline:g} s"
+            return Outcome("timed_out", reason, True, round(limit * 1e6))
+        except Exception as exc:  # a target bug must not lose the attempt
+            return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
 
 
 class _Counts:
