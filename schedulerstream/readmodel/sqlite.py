@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from schedulerstream.readmodel.sql import SqlReadModel, Statement
 
 FILE_NAME = "readmodel.sqlite3"
 BUSY_TIMEOUT_MS = 5000
+OPEN_RETRY_MS = 20
 
 
 class SqliteReadModel(SqlReadModel):
@@ -27,13 +29,27 @@ class SqliteReadModel(SqlReadModel):
                 str(path), isolation_level=None, check_same_thread=False, timeout=5.0
             )
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._wal()
             # WAL + NORMAL: a commit survives a process crash (kill -9); only power loss
             # can drop the last commits.
             self._conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             raise ReadModelUnavailable(f"cannot open the read model {path}: {exc}") from exc
         self._create_schema("INTEGER", "TEXT")
+
+    def _wal(self) -> None:
+        """Switch to WAL. Two connections switching at once can get "locked" at once (SQLite
+        skips the busy handler there to avoid a deadlock), e.g. the projector and the API
+        starting together: wait for the other, within the busy timeout."""
+        for _ in range(BUSY_TIMEOUT_MS // OPEN_RETRY_MS):
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            time.sleep(OPEN_RETRY_MS / 1000)
+        self._conn.execute("PRAGMA journal_mode = WAL")
 
     def _execute(self, statements: list[Statement]) -> None:
         try:
