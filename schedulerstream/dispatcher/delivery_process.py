@@ -277,8 +277,7 @@ class _Child:
         return sender
 
     def _completed(self, completion: Completion) -> None:
-        c = completion
-        self._out.append((c.partition, c.tenant, c.run_id, c.attempt, c.outcome, c.host))
+        self._out.append(tuple(completion))
         if len(self._out) == 1:
             self.loop.call_soon(self._send)
 
@@ -289,6 +288,7 @@ class _Child:
 
     async def _settle(self) -> None:
         """Cancel every attempt (none is sent any more) and close the targets."""
+        self.executor.stop_starting()
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()

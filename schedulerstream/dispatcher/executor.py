@@ -25,16 +25,17 @@ import contextlib
 import functools
 import heapq
 import itertools
+import logging
 import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from schedulerstream.dispatcher.waiting import AttemptKey, Submission, WaitingRoom
 from schedulerstream.targets.base import Delivery, Outcome, Sender
 
+log = logging.getLogger(__name__)
 GRACE_S = 1.0
 __all__ = ["GRACE_S", "AttemptKey", "Completion", "Deliveries", "Executor", "Gate"]
 
@@ -81,9 +82,9 @@ class Deliveries(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """How one submitted attempt ended; ``outcome`` is None when it was cancelled."""
+class Completion(NamedTuple):
+    """How one submitted attempt ended; ``outcome`` is None when it was cancelled (a tuple:
+    one is made per attempt, and the delivery process sends its fields)."""
 
     partition: int
     tenant: str
@@ -119,9 +120,10 @@ class Executor:
         self._submitted: collections.deque[Submission] = collections.deque()
         self._wake_pending = False
         self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
-        self._tasks: dict[AttemptKey, asyncio.Task[Outcome]] = {}  # loop thread only
+        self._tasks: dict[AttemptKey, asyncio.Task[None]] = {}  # its worker (loop thread)
         self._bounds: dict[AttemptKey, float] = {}  # loop time past which it is cut (loop)
-        self._overran: set[AttemptKey] = set()  # cut by the sweep, not cancelled (loop)
+        self._overran: set[AttemptKey] = set()  # cut by the sweep (loop)
+        self._asked: set[AttemptKey] = set()  # cancelled by ``cancel`` (loop)
         self._sweep_s = grace_s / 4
         self._sweeping = False  # a sweep is scheduled (loop)
         self._gate: Gate | None = None
@@ -129,10 +131,13 @@ class Executor:
         self._waiting = WaitingRoom()  # (loop)
         self._running_in = _Counts()  # attempts running, by tenant and host (loop)
         self._held: set[int] = set()  # partitions whose waiting starts may not start
+        self._host_room = self._host_has_room  # bound once: asked for every start
+        self._tenant_room = self._tenant_has_room
         self._armed: list[tuple[float, int, Submission]] = []  # heap by send time (loop)
         self._armed_seq = itertools.count()
         self._arm_timer: asyncio.TimerHandle | None = None  # wakes at the earliest (loop)
         self._arm_timer_at = 0.0
+        self._closing = False  # workers stop (loop)
         if thread:
             self._thread.start()
 
@@ -220,39 +225,125 @@ class Executor:
 
     def _start_waiting(self, now: float) -> None:
         """(loop thread) Start what the gate admits, oldest first; end the expired."""
-        gate, waiting, counts = self._gate, self._waiting, self._running_in
-        if gate is None:
-            for item in waiting.take_all():
-                self._start(item, now)
+        if self._gate is None:
+            for item in self._waiting.take_all():
+                self._spawn(item, now)
         else:
-
-            def host_has_room(host: str | None) -> bool:
-                return host is None or counts.by_host[host] < gate.host_concurrency
-
-            def tenant_has_room(tenant: str) -> bool:
-                return counts.by_tenant[tenant] < gate.tenant_concurrency_of(tenant)
-
-            while waiting and counts.total < gate.concurrency:
-                found = waiting.next_admitted(host_has_room, tenant_has_room)
+            while self._waiting and self._running_in.total < self._gate.concurrency:
+                found = self._next_admitted(now)
                 if found is None:
                     break
-                if found.key[0] in self._held:
-                    waiting.park(found)
-                elif now - found.arrived > self._ttl_s:
-                    self._expire(found)
-                else:
-                    self._start(found, now)
+                self._spawn(found, now)
         if self._tasks and not self._sweeping:
             self._sweeping = True
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _start(self, item: Submission, now: float) -> None:
-        task = self._loop.create_task(self._attempt(item.key, item.target, item.delivery,
-                                                    item.config))  # fmt: skip
+    def _next_admitted(self, now: float) -> Submission | None:
+        """(loop thread) Take out the oldest waiting start the gate admits, given a free slot
+        in all; a held partition's starts are parked, the expired end."""
+        waiting = self._waiting
+        if self._gate is None:
+            return None
+        while waiting:
+            found = waiting.next_admitted(self._host_room, self._tenant_room)
+            if found is None:
+                return None
+            if found.key[0] in self._held:
+                waiting.park(found)
+            elif now - found.arrived > self._ttl_s:
+                self._expire(found)
+            else:
+                return found
+        return None
+
+    def _host_has_room(self, host: str | None) -> bool:
+        assert self._gate is not None
+        return host is None or self._running_in.by_host[host] < self._gate.host_concurrency
+
+    def _tenant_has_room(self, tenant: str) -> bool:
+        assert self._gate is not None
+        return self._running_in.by_tenant[tenant] < self._gate.tenant_concurrency_of(tenant)
+
+    def _spawn(self, item: Submission, now: float) -> None:
+        """(loop thread) A worker for ``item``; it goes on with the next admitted start."""
+        slot: list[Submission | None] = [item]
+        task = self._loop.create_task(self._work(slot))
+        self._begin(item, task, now)
+        task.add_done_callback(functools.partial(self._worker_ended, slot))
+
+    def _begin(self, item: Submission, task: asyncio.Task[None], now: float) -> None:
         self._tasks[item.key] = task
         self._bounds[item.key] = now + item.delivery.deadline + self._grace_s
         self._running_in.add(item, 1)
-        task.add_done_callback(functools.partial(self._finished, item))
+
+    async def _work(self, slot: list[Submission | None]) -> None:
+        """A worker: attempts one after another while the gate admits a waiting start (no
+        task per attempt). ``slot`` holds its current start. It awaits nothing but its
+        attempt, so a cancel of this task is always a cancel of its current attempt."""
+        task = asyncio.current_task()
+        assert task is not None
+        item = slot[0]
+        while item is not None:
+            outcome = await self._attempt(item, task)
+            while task.cancelling():  # swallowed by the target: the next attempt starts clean
+                task.uncancel()
+            slot[0] = None
+            self._end(item, task, outcome)
+            item = None
+            if self._waiting and not self._closing:
+                now = self._loop.time()
+                item = self._next_admitted(now)
+                if item is not None:
+                    self._begin(item, task, now)
+                    slot[0] = item
+                    if self._waiting:  # the gate may have grown: more than one slot free
+                        self._start_waiting(now)
+
+    async def _attempt(self, item: Submission, task: asyncio.Task[None]) -> Outcome | None:
+        """The attempt's outcome; None when it was cancelled here (``cancel``)."""
+        try:
+            return await item.target.deliver(item.delivery, item.config)
+        except asyncio.CancelledError:
+            if self._closing:
+                raise
+            while task.uncancel():
+                pass
+            return self._cancelled(item)
+        except Exception as exc:  # a target bug must not lose the attempt
+            return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
+
+    def _cancelled(self, item: Submission) -> Outcome | None:
+        """What a cancelled attempt ended with: nothing when ``cancel`` asked for it (the
+        processor knows), timed out when the sweep cut it, and a failure to retry when
+        neither did (a cancel from elsewhere must not leave the run in flight)."""
+        key = item.key
+        if key in self._asked:
+            return None
+        delivery = item.delivery
+        if key in self._overran:
+            limit = delivery.deadline + self._grace_s
+            reason = f"no answer within {delivery.deadline:g} s"
+            return Outcome("timed_out", reason, True, round(limit * 1e6))
+        log.warning("attempt %s of %s was cancelled, not by the dispatcher: it is retried",
+                    delivery.attempt, delivery.run_id)  # fmt: skip
+        return Outcome("failed", "cancelled while running (not by the dispatcher)", True, 0)
+
+    def _worker_ended(self, slot: list[Submission | None], task: asyncio.Task[None]) -> None:
+        """(loop thread) A worker that stopped inside an attempt (cancelled before it began,
+        or at close) still ends that attempt; one that failed between attempts is logged."""
+        exc = None if task.cancelled() else task.exception()
+        item = slot[0]
+        if item is None:
+            if exc is not None:
+                log.error("a delivery worker failed between attempts", exc_info=exc)
+            return
+        slot[0] = None
+        outcome: Outcome | None = None  # closing: no outcome, the run is not done here
+        if exc is not None:
+            outcome = Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
+        elif not self._closing:
+            outcome = self._cancelled(item)
+        self._end(item, task, outcome)
 
     def _expire(self, item: Submission) -> None:
         reason = (f"not sent: no free slot within {self._ttl_s:g} s of its start being "
@@ -284,15 +375,20 @@ class Executor:
         if self._sweeping:
             self._loop.call_later(self._sweep_s, self._sweep)
 
-    def _finished(self, item: Submission, task: asyncio.Task[Outcome]) -> None:
+    def _end(self, item: Submission, task: asyncio.Task[None], outcome: Outcome | None) -> None:
         """(loop thread) One attempt ended, however it ended."""
-        self._tasks.pop(item.key, None)
-        self._bounds.pop(item.key, None)
-        self._overran.discard(item.key)
+        key = item.key
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+            del self._bounds[key]
+            if self._overran:
+                self._overran.discard(key)
+            if self._asked:
+                self._asked.discard(key)
+        else:  # submitted again while this one ran (its entries are the other's now)
+            log.warning("attempt %s of %s ran twice at once", key[2], key[1])
         self._running_in.add(item, -1)
-        self._complete(item, None if task.cancelled() else task.result())
-        if self._waiting:
-            self._start_waiting(self._loop.time())
+        self._complete(item, outcome)
 
     def cancel(self, partition: int, run_id: str, attempt: int) -> bool:
         """Abort one attempt (its request is aborted); False if it is not running here."""
@@ -305,6 +401,7 @@ class Executor:
     def _cancel_in_loop(self, key: AttemptKey) -> None:
         task = self._tasks.get(key)
         if task is not None:
+            self._asked.add(key)
             task.cancel()
             return
         item = self._waiting.remove(key)
@@ -359,11 +456,16 @@ class Executor:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
+    def stop_starting(self) -> None:
+        """(loop thread) Start no attempt any more: a cancel now ends its worker (shutdown)."""
+        self._closing = True
+
     def close(self) -> None:
         """Cancel what runs and stop the loop thread."""
 
         async def settle() -> None:  # let aborted requests unwind (close their connections)
             self._launch()
+            self.stop_starting()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -375,21 +477,6 @@ class Executor:
             asyncio.run_coroutine_threadsafe(settle(), self._loop).result(self._grace_s + 2)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-    async def _attempt(
-        self, key: AttemptKey, target: Sender[Any], delivery: Delivery, config: Any
-    ) -> Outcome:
-        try:
-            return await target.deliver(delivery, config)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if key not in self._overran or task is None or task.uncancel() > 0:
-                raise  # cancelled (maybe as well as cut): no outcome
-            limit = delivery.deadline + self._grace_s
-            reason = f"no answer within {delivery.deadline:g} s"
-            return Outcome("timed_out", reason, True, round(limit * 1e6))
-        except Exception as exc:  # a target bug must not lose the attempt
-            return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
 
 
 class _Counts:

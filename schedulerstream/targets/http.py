@@ -227,12 +227,15 @@ class HttpSender:
 
     async def _read_capped(self, response: aiohttp.ClientResponse) -> bytes:
         """Up to ``body_cap`` bytes of the body (a longer body's connection is not reused)."""
+        content = response.content
         found = bytearray()
         while len(found) < self._body_cap:
-            chunk = await response.content.read(self._body_cap - len(found))
+            chunk = await content.read(self._body_cap - len(found))
             if not chunk:
                 break
             found += chunk
+            if content.at_eof():  # the whole body (a short answer is one chunk)
+                break
         return bytes(found)
 
     def _client(self) -> aiohttp.ClientSession:

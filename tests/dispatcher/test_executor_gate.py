@@ -213,3 +213,138 @@ def test_a_start_behind_a_hung_host_ends_unsent_without_any_attempt_ending(
     assert target.started == ["a/hung@1"]  # still running: no completion freed the slot
     target.release("a/hung@1")
     drained.until("the first done", lambda: len(drained.found) == 2)
+
+
+class SwallowingTarget(HeldTarget):
+    """``config["swallow"]``: a target that catches the cancel of its attempt and answers."""
+
+    async def deliver(self, delivery: Delivery, config: dict[str, Any]) -> Outcome:
+        if not config.get("swallow"):
+            return await super().deliver(delivery, config)
+        with self.lock:
+            self.started.append(delivery.run_id)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return Outcome("failed", "swallowed the cancel", True, 1)
+        return Outcome("succeeded", "ok", False, 1)
+
+
+def test_a_cancelled_attempts_slot_goes_to_the_next_waiting_start(executor: Executor) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2", free=True)
+    submit(executor, target, "a/j@3", free=True)
+    drained.until("the first started", lambda: target.started == ["a/j@1"])
+    assert executor.cancel(0, "a/j@1", 1)
+    drained.until("all three ended", lambda: len(drained.found) == 3)
+    outcomes = {c.run_id: c.outcome for c in drained.found}
+    assert outcomes["a/j@1"] is None  # aborted: no outcome, and only it
+    assert all(o is not None and o.succeeded for k, o in outcomes.items() if k != "a/j@1")
+    assert target.started == ["a/j@1", "a/j@2", "a/j@3"]
+    assert executor.in_flight == 0
+
+
+def test_a_cancel_swallowed_by_a_target_does_not_reach_the_next_attempt() -> None:
+    ex = Executor(grace_s=0.2)
+    try:
+        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+        target, drained = SwallowingTarget(), Drained(ex)
+        submit(ex, target, "a/j@1", swallow=True)
+        ex.submit(0, "a", Delivery("a/j@2", "a", "j", 0, 1, "scheduled", None, 0.2), target,
+                  {"host": "h:80"}, "h:80")  # fmt: skip
+        drained.until("the first started", lambda: target.started == ["a/j@1"])
+        assert ex.cancel(0, "a/j@1", 1)
+        drained.until("both ended", lambda: len(drained.found) == 2, timeout=5)
+        first, second = sorted(drained.found, key=lambda c: c.run_id)
+        assert first.outcome is not None and first.outcome.reason == "swallowed the cancel"
+        # the second ran on the same worker: cut by the sweep, it is timed out, not cancelled
+        assert second.outcome is not None and second.outcome.kind == "timed_out"
+    finally:
+        ex.close()
+
+
+def test_closing_sends_none_of_the_waiting_starts() -> None:
+    ex = Executor(grace_s=0.1)
+    target, drained = HeldTarget(), Drained(ex)
+    try:
+        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+        for i in range(3):
+            submit(ex, target, f"a/j@{i}")
+        drained.until("the first started", lambda: target.started == ["a/j@0"])
+    finally:
+        ex.close()
+    assert target.started == ["a/j@0"]  # its cancel did not start the next one
+    assert [c.outcome for c in ex.drain()] == [None]
+
+
+def test_a_failure_between_attempts_is_logged_and_the_waiting_starts_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+
+    def on_complete(completion: Completion) -> None:
+        seen.append(completion.run_id)
+        if len(seen) == 1:
+            raise RuntimeError("a bug in the completion handler")
+
+    ex = Executor(grace_s=0.2, on_complete=on_complete)
+    try:
+        ex.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+        target = HeldTarget()
+        for i in range(3):
+            submit(ex, target, f"a/j@{i}", free=True)
+        deadline = time.monotonic() + 5
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == ["a/j@0", "a/j@1", "a/j@2"]  # the next worker took them, in order
+        assert "a delivery worker failed between attempts" in caplog.text
+    finally:
+        ex.close()
+
+
+class SelfCancellingTarget(HeldTarget):
+    """Cancels the task it runs on (a library's stray cancel), unless ``config["free"]``."""
+
+    async def deliver(self, delivery: Delivery, config: dict[str, Any]) -> Outcome:
+        with self.lock:
+            self.started.append(delivery.run_id)
+        if not config.get("free"):
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await asyncio.sleep(30)
+        return Outcome("succeeded", "ok", False, 1)
+
+
+def test_a_cancel_nobody_asked_for_is_a_failure_to_retry_and_the_worker_goes_on(
+    executor: Executor,
+) -> None:
+    executor.set_gate(Limits(1, 10, 1e6, 10), ttl_s=30)
+    target, drained = SelfCancellingTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@2", free=True)
+    drained.until("both ended", lambda: len(drained.found) == 2)
+    outcomes = {c.run_id: c.outcome for c in drained.found}
+    stray = outcomes["a/j@1"]
+    assert stray is not None and stray.kind == "failed" and stray.retryable  # not left in flight
+    assert "not by the dispatcher" in stray.reason
+    after = outcomes["a/j@2"]
+    assert after is not None and after.succeeded
+    assert executor.in_flight == 0
+
+
+def test_an_attempt_submitted_twice_at_once_ends_twice(
+    executor: Executor, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor.set_gate(Limits(2, 10, 1e6, 10), ttl_s=30)
+    target, drained = HeldTarget(), Drained(executor)
+    submit(executor, target, "a/j@1")
+    submit(executor, target, "a/j@1")
+    drained.until("both started", lambda: len(target.started) == 2)
+    target.release("a/j@1")
+    drained.until("both ended", lambda: len(drained.found) == 2)
+    assert all(c.outcome is not None and c.outcome.succeeded for c in drained.found)
+    assert "ran twice at once" in caplog.text
+    assert "failed between attempts" not in caplog.text
