@@ -163,16 +163,20 @@ function navigate(path, replace) {
   route();
 }
 
-function stopPolling() { if (timer) clearInterval(timer); timer = null; refresher = null; }
+function stopPolling() { if (timer) clearTimeout(timer); timer = null; refresher = null; }
 
+// Each wait is POLL_MS ± 25 %, counted from the end of the last refresh: a fixed period would
+// lock onto a job of the same period and show the same instant of its runs at every refresh.
 function startPolling(refresh) {
   stopPolling();
   refresher = refresh;
   const tick = async () => {
-    if (document.hidden || refresher !== refresh) return;
-    try { await refresh(); } catch (error) { /* shown by the page; retried next tick */ }
+    if (refresher !== refresh) return;
+    if (!document.hidden) {
+      try { await refresh(); } catch (error) { /* shown by the page; retried next tick */ }
+    }
+    if (refresher === refresh) timer = setTimeout(tick, POLL_MS * (0.75 + Math.random() / 2));
   };
-  timer = setInterval(tick, POLL_MS);
   return tick();
 }
 
