@@ -252,7 +252,11 @@ class Processor:
             self._recover(classify(exc))
         if restoring:
             next_due = min(self._next_tick, self._next_commit)
-            self.task_manager.restore(max(0.0, next_due - self.clock.monotonic()), self._tick_s)
+            try:
+                self.task_manager.restore(max(0.0, next_due - self.clock.monotonic()),
+                                          self._tick_s)  # fmt: skip
+            except KafkaException as exc:  # a task starting to run met a fenced producer
+                self._recover(classify(exc))
         self.takeover.maintain(set(self._tasks))
         now = self.clock.monotonic()
         if now >= self._next_tick or self._tick_requested:
