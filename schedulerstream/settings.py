@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     # committed HTTP/SQS starts that may wait for a slot, per slot of each limit: a slot that
     # frees starts one at once, with no commit round trip (0: every start waits for a commit);
     # at most this many: a host gets as many as its mean attempt time lets start in time
-    dispatch_prefetch: int = Field(default=8, ge=0, le=16)
+    dispatch_prefetch: int = Field(default=32, ge=0, le=64)
     # an HTTP/SQS run due within this many ms starts (is committed) ahead and the delivery loop
     # sends it at its due time, so the due instant waits for no tick and no commit (0: at due;
     # at most a quarter of the session timeout)
