@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from rocksdict import Options, Rdict
 
 from schedulerstream.kafka import clients
-from schedulerstream.runtime import Processor, TaskState
+from schedulerstream.runtime import Processor, TaskContext, TaskState
 from schedulerstream.runtime.transaction import Failure, TransactionFailed
 from schedulerstream.settings import Settings
 from tests.runtime.rt_helpers import (
@@ -138,6 +138,52 @@ def test_fatal_error_recreates_the_producer(counter_settings: Settings) -> None:
         drive([proc], lambda: proc.metrics["records_processed"] == 32 and not proc.commit())
         assert_exactly_once(s, {f"k{k:03d}".encode(): 2 for k in range(8)})
         assert proc.metrics["producer_recreations"] == 1
+    finally:
+        proc.close()
+
+
+class FencedOnRunning(CounterTopology):
+    """Partition 2 writes a record as it starts to run (as a dispatcher's restored task
+    does); the first time, the producer refuses it as fenced (``fence_next``), as a zombie
+    that resumed met its old producer in make faults."""
+
+    fence_next = True
+
+    def on_running(self, ctx: TaskContext) -> None:
+        super().on_running(ctx)
+        if ctx.partition == 2:
+            ctx.produce(self.out, b"running", b"1", ctx.partition)
+
+
+def test_a_fenced_producer_met_as_a_restored_task_starts_makes_a_new_producer(
+    counter_settings: Settings,
+) -> None:
+    """The step recovers (a new producer, the tasks rebuilt from their changelogs) instead of
+    ending the process: the task starts again, and its start's record and every input count
+    once."""
+    s = counter_settings
+    produce(s, "in", keyed(20, 3))
+    topology = FencedOnRunning(s)
+    proc = Processor(s, topology)
+    produce_outputs = proc.committer.produce
+
+    def fenced_once(partition: int, outputs: list[Any], *args: Any, **kw: Any) -> None:
+        if partition == 2 and topology.fence_next and any(o.key == b"running" for o in outputs):
+            topology.fence_next = False
+            raise KafkaException(
+                KafkaError(KafkaError._FATAL, "Unable to produce message: fenced", fatal=True)
+            )
+        produce_outputs(partition, outputs, *args, **kw)
+
+    proc.committer.produce = fenced_once  # type: ignore[method-assign]
+    proc.start()
+    try:
+        drive([proc], lambda: all_running(proc) and proc.metrics["records_processed"] >= 60
+              and not proc.commit())  # fmt: skip
+        assert not topology.fence_next and topology.running.count(2) >= 2
+        assert proc.metrics["producer_recreations"] == 1
+        expected = {f"k{k:03d}".encode(): 3 for k in range(20)} | {b"running": 1}
+        assert_exactly_once(s, expected)
     finally:
         proc.close()
 
