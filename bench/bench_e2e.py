@@ -23,6 +23,7 @@ Two measurements, each on a fresh topic set with its own processes:
 Lateness = receiver arrival − ``scheduled_at`` of the webhook body, both on this machine's clock.
 
     .venv/bin/python bench/bench_e2e.py [--quick] [--burst-jobs 20000]
+    SCHEDULERSTREAM_DISPATCH_PREFETCH=8 .venv/bin/python bench/bench_e2e.py --steps 2800,3500
 
 Progress goes to stderr; the last stdout line is one JSON object.
 """
@@ -364,6 +365,21 @@ def rate_search(
     return figures, {"steps": tried, **detail}
 
 
+def fixed_steps(
+    base: Settings, log_dir: Path, rates: list[float], seconds: int
+) -> list[dict[str, Any]]:
+    """A settled window of ``seconds`` at each rate, each on a fresh stack (to compare
+    settings at the same load)."""
+    found = []
+    for rate in rates:
+        progress(f"e2e step at {rate:.0f} runs/s for {seconds} s (fresh stack)")
+        result, _ = run_step(base, log_dir, rate, seconds, sustained=True, period=10, tenants=8)
+        progress(_summary(result) + f"; p99 by third {result['p99_by_third_ms']} ms")
+        found.append({k: result[k] for k in ("rate_per_s", "p50_ms", "p99_ms", "p99_by_third_ms",
+                                             "missing", "ok", "settled", "settle_s")})  # fmt: skip
+    return found
+
+
 def burst(
     base: Settings, log_dir: Path, big: int, small: int, quick_scaled: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -442,6 +458,12 @@ def main() -> None:
     parser.add_argument("--skip-burst", action="store_true")
     parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds (0: none)")
     parser.add_argument(
+        "--steps", default="",
+        help="only fixed-rate steps at these runs/s (comma-separated; settings from "
+             "SCHEDULERSTREAM_* variables, e.g. SCHEDULERSTREAM_DISPATCH_PREFETCH)",
+    )  # fmt: skip
+    parser.add_argument("--step-s", type=int, default=20, help="window of each --steps step")
+    parser.add_argument(
         "--delivery", choices=("thread", "process"), default=None,
         help="DISPATCH_DELIVERY of the dispatcher (default: the setting's default)",
     )  # fmt: skip
@@ -452,6 +474,11 @@ def main() -> None:
     log_dir = RESULTS / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}
+    if args.steps:
+        print(json.dumps({"e2e_fixed_steps": fixed_steps(
+            base, log_dir, [float(r) for r in args.steps.split(",")], args.step_s
+        )}))  # fmt: skip
+        return
     if not args.skip_rate:
         figures.update(rate_search(base, log_dir, args.quick, profile_s=args.profile)[0])
     if not args.skip_burst:
