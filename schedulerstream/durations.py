@@ -9,11 +9,14 @@ _ISO = re.compile(
     r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
 )
+_INFINITY = float("inf")
 _UNIT_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 
 def parse_duration(value: object) -> float:
     """Seconds in ``value``; raise ValueError naming what is wrong."""
+    if type(value) is float and 0 <= value < _INFINITY:  # the common case, first (not NaN)
+        return value
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or an ISO 8601 string, not a boolean")
     if isinstance(value, int | float):

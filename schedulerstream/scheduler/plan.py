@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import zlib
 from collections import OrderedDict
@@ -12,6 +13,8 @@ from schedulerstream.dispatch_spec import spec_of_definition
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.scheduler.records import RunParts, run_parts
 from schedulerstream.timing import Schedule
+from schedulerstream.timing.at import AtSchedule
+from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.spec import schedule_of
 
 
@@ -57,11 +60,21 @@ _SPACING_REFERENCE_US = 1_704_067_200_000_000
 
 
 def spacing_us(schedule: Schedule) -> int | None:
-    """The shortest gap between the schedule's next few instants after a fixed reference."""
+    """The shortest gap between the schedule's next few instants after a fixed reference
+    (memoized for the costly kinds: jobs that share a schedule share its answer)."""
+    if isinstance(schedule, AtSchedule | EverySchedule):  # cheap, and one-shots rarely repeat
+        return _spacing_us(schedule)
+    return _shared_spacing_us(schedule)  # schedules hash by their definition
+
+
+def _spacing_us(schedule: Schedule) -> int | None:
     instants = schedule.next_n(_SPACING_REFERENCE_US, 4)
     if len(instants) < 2:
         return None
     return min(b - a for a, b in itertools.pairwise(instants))
+
+
+_shared_spacing_us = functools.lru_cache(maxsize=65_536)(_spacing_us)
 
 
 def lead_for(schedule: Schedule, sparse_us: int, burst_lead_us: int) -> int:

@@ -9,7 +9,10 @@ MICROS = 1_000_000
 
 @runtime_checkable
 class Schedule(Protocol):
-    """Fire instants as UTC epoch microseconds, strictly increasing."""
+    """Fire instants as UTC epoch microseconds, strictly increasing. Equal and hashing alike
+    when defined alike: jobs that share a schedule share its memoized answers."""
+
+    def __hash__(self) -> int: ...
 
     def next_after(self, after_us: int) -> int | None:
         """The first instant strictly after ``after_us``, or None if there is none."""
