@@ -345,6 +345,67 @@ def test_a_big_restore_runs_in_chunks_while_other_tasks_process(
         proc.close()
 
 
+def test_a_restore_cut_short_by_a_leave_resumes_where_it_stopped(
+    counter_settings: Settings, tmp_path
+) -> None:
+    """A member leaves while its partition is still restoring (a clean leave revokes it
+    mid-restore). Another member restores that partition whole and counts on. When the first
+    member gets it back, it replays from the chunk where it stopped, and no count is lost."""
+    s = counter_settings
+    keys = [b"r%05d" % i for i in range(12_000)]
+    producer = Producer(clients.producer_config(s, **{"linger.ms": 20}))
+    for i, key in enumerate(keys):  # every key counted once before, all on partition 0
+        producer.produce(s.topic("counter-changelog"), key=b"count/" + key, value=b"1", partition=0)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+    def count_once(proc: Processor, chosen: list[bytes]) -> None:
+        before = proc.metrics["records_processed"]
+        for key in chosen:
+            producer.produce(s.topic("in"), key=key, value=b"x", partition=0)
+        assert producer.flush(30) == 0
+        done = before + len(chosen)
+        drive([proc], lambda: proc.metrics["records_processed"] == done and not proc.commit(), 60)
+
+    first, _ = make(s, restore_chunk=500)
+    try:
+
+        def partly_restored() -> bool:
+            task = first.tasks.get(0)
+            return task is not None and task.restore.records >= 2_000
+
+        drive([first], partly_restored, 60)
+        task = first.tasks[0]
+        assert task.state is TaskState.RESTORING
+        applied = task.restore.records
+        assert applied < len(keys)
+    finally:
+        first.close()
+    other_settings = s.model_copy(update={"data_dir": tmp_path / "other", "instance_id": "o"})
+    other, _ = make(other_settings, restore_chunk=500)
+    try:
+        drive([other], lambda: all_running(other), 60)
+        assert other.tasks[0].restore.cold and other.tasks[0].restore.records == len(keys)
+        count_once(other, keys[:50])
+    finally:
+        other.close()
+    again, _ = make(s, restore_chunk=500)
+    try:
+        drive([again], lambda: all_running(again), 60)
+        restore = again.tasks[0].restore
+        assert not restore.cold and restore.start_offset == applied  # where it stopped
+        logged = [m for m in read_all(s, "counter-changelog") if m.partition() == 0]
+        assert restore.records == len(logged) - applied  # the rest, and the other's writes
+        count_once(again, keys[:50] + keys[-50:])
+    finally:
+        again.close()
+    seen: dict[bytes, list[int]] = {}
+    for key, count in counts(s):
+        seen.setdefault(key, []).append(count)
+    assert seen == {key: [2, 3] for key in keys[:50]} | {key: [2] for key in keys[-50:]}
+
+
 def test_each_tick_punctuates_every_task_from_another_one(counter_settings: Settings) -> None:
     proc, topology = make(counter_settings)
     try:
