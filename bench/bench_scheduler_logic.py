@@ -10,7 +10,10 @@ as the processor commits after a punctuation).
 - ``store_us_per_run``: the baseline, in the same run: the store work an emission needs at
   the least (one range scan of the timer index, a get and a put of job-record-sized values,
   a delete and a put of a timer key, one WriteBatch per tick);
-- ``logic_vs_store``: how many times the bare store work the logic costs.
+- ``logic_vs_store``: how many times the bare store work the logic costs;
+- ``ingest_us_per_job``: ``on_schedule`` per new job of ``jobs`` cron jobs on
+  ``CRON_EXPRESSIONS`` (jobs share expressions, as they do), in a store of their own:
+  decode, validate, plan, first instants, state and timer writes.
 
     .venv/bin/python bench/bench_scheduler_logic.py [--jobs 50000] [--target kafka|http]
 
@@ -40,6 +43,10 @@ from schedulerstream.scheduler.timers import TimerSettings
 HOUR_US = 3_600_000_000
 T0 = 1_700_000_000_000_000 // HOUR_US * HOUR_US  # a whole hour: every job is due at T0 + 1 h
 DUE_BATCH = 5000
+CRON_EXPRESSIONS = (
+    "0 * * * *", "*/5 * * * *", "0 9 * * 1-5", "30 2 * * *", "0 0 1 * *",
+    "15 * * * *", "0 */6 * * *", "45 23 * * *", "0 12 * * 0", "*/15 * * * *",
+)  # fmt: skip
 
 
 class Discard:
@@ -60,18 +67,19 @@ class Discard:
         return None
 
 
-def schedule_records(jobs: int, target: str) -> list[tuple[bytes, bytes]]:
-    """(key, value) of ``jobs`` cron.schedules records, as ``schedules put`` writes them."""
+def schedule_records(jobs: int, target: str, cron: bool = False) -> list[tuple[bytes, bytes]]:
+    """(key, value) of ``jobs`` cron.schedules records, as ``schedules put`` writes them:
+    hourly interval jobs, or (``cron``) jobs on ``CRON_EXPRESSIONS`` in turn."""
     encoder = JobEncoder(default_codec(), RecordLimits(), 1)
     records = []
     for i in range(jobs):
         to = ({"type": "kafka", "topic": "bench.out"} if target == "kafka"
               else {"type": "http", "url": f"https://hooks.test/{i}"})  # fmt: skip
         tenant = "big" if i % 100 else "small"
+        when = {"cron": CRON_EXPRESSIONS[i % len(CRON_EXPRESSIONS)]} if cron else {"every": 3600}
         job = JobDefinition.model_validate(
-            {"tenant": tenant, "job_id": f"j{i}", "version": 1, "schedule": {"every": 3600},
-             "target": to}
-        )  # fmt: skip
+            {"tenant": tenant, "job_id": f"j{i}", "version": 1, "schedule": when, "target": to}
+        )
         records.append(encoder.encode(job)[1])
     return records  # type: ignore[return-value]
 
@@ -106,6 +114,25 @@ def logic_seconds(
     if out.records != len(records):
         raise SystemExit(f"emitted {out.records} runs of {len(records)} jobs")
     return elapsed, out.records
+
+
+def ingest_seconds(records: list[tuple[bytes, bytes]], workdir: Path) -> float:
+    """Seconds to ingest ``records`` as new jobs (a WriteBatch every 500, as commits do)."""
+    store = RocksStore.open(workdir / "ingest")
+    timers = TimerSettings(lookahead_us=3_000_000, grace_us=60_000_000, count_cap=10_000,
+                           burst_lead_us=10_000_000)  # fmt: skip
+    logic = SchedulerLogic(default_codec(), Topics("runs", "attempts", "rejected", "schedules"),
+                           timers, "bench", due_batch=DUE_BATCH)  # fmt: skip
+    out = Discard()
+    started = time.perf_counter()
+    for i, (key, value) in enumerate(records, 1):
+        logic.on_schedule(store, out, 0, key, value, T0, T0)
+        if i % 500 == 0:
+            store.flush(i)
+    store.flush(0)
+    elapsed = time.perf_counter() - started
+    store.close()
+    return elapsed
 
 
 def store_seconds(jobs: int, workdir: Path) -> float:
@@ -145,10 +172,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         logic_s, runs = logic_seconds(records, Path(tmp), args.profile)
         store_s = store_seconds(args.jobs, Path(tmp))
+        ingest_s = ingest_seconds(schedule_records(args.jobs, args.target, cron=True), Path(tmp))
     logic_us, store_us = logic_s / runs * 1e6, store_s / args.jobs * 1e6
     print(json.dumps({"logic_us_per_run": round(logic_us, 1),
                       "store_us_per_run": round(store_us, 1),
-                      "logic_vs_store": round(logic_us / store_us, 2), "runs": runs}))  # fmt: skip
+                      "logic_vs_store": round(logic_us / store_us, 2), "runs": runs,
+                      "ingest_us_per_job": round(ingest_s / args.jobs * 1e6, 1)}))  # fmt: skip
 
 
 if __name__ == "__main__":
