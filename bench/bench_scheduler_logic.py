@@ -84,10 +84,11 @@ def schedule_records(jobs: int, target: str, cron: bool = False) -> list[tuple[b
     return records  # type: ignore[return-value]
 
 
-def logic_seconds(
-    records: list[tuple[bytes, bytes]], workdir: Path, profile: bool = False
-) -> tuple[float, int]:
-    store = RocksStore.open(workdir / "logic")
+def ingested(
+    records: list[tuple[bytes, bytes]], store: RocksStore
+) -> tuple[SchedulerLogic, Discard]:
+    """A SchedulerLogic that ingested ``records`` into ``store`` as new jobs (a WriteBatch
+    every 500, as commits do), and its output."""
     timers = TimerSettings(lookahead_us=3_000_000, grace_us=60_000_000, count_cap=10_000,
                            burst_lead_us=10_000_000)  # fmt: skip
     logic = SchedulerLogic(default_codec(), Topics("runs", "attempts", "rejected", "schedules"),
@@ -98,6 +99,14 @@ def logic_seconds(
         if i % 500 == 0:
             store.flush(i)
     store.flush(0)
+    return logic, out
+
+
+def logic_seconds(
+    records: list[tuple[bytes, bytes]], workdir: Path, profile: bool = False
+) -> tuple[float, int]:
+    store = RocksStore.open(workdir / "logic")
+    logic, out = ingested(records, store)
     now = T0 + HOUR_US
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
@@ -117,19 +126,10 @@ def logic_seconds(
 
 
 def ingest_seconds(records: list[tuple[bytes, bytes]], workdir: Path) -> float:
-    """Seconds to ingest ``records`` as new jobs (a WriteBatch every 500, as commits do)."""
+    """Seconds to ingest ``records`` as new jobs."""
     store = RocksStore.open(workdir / "ingest")
-    timers = TimerSettings(lookahead_us=3_000_000, grace_us=60_000_000, count_cap=10_000,
-                           burst_lead_us=10_000_000)  # fmt: skip
-    logic = SchedulerLogic(default_codec(), Topics("runs", "attempts", "rejected", "schedules"),
-                           timers, "bench", due_batch=DUE_BATCH)  # fmt: skip
-    out = Discard()
     started = time.perf_counter()
-    for i, (key, value) in enumerate(records, 1):
-        logic.on_schedule(store, out, 0, key, value, T0, T0)
-        if i % 500 == 0:
-            store.flush(i)
-    store.flush(0)
+    ingested(records, store)
     elapsed = time.perf_counter() - started
     store.close()
     return elapsed
