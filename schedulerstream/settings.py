@@ -41,8 +41,10 @@ class Settings(BaseSettings):
     cache_dir: Path = Path.home() / ".cache" / "schedulerstream"
     # scheduler
     tick_ms: int = Field(default=50, ge=1, le=100)
-    # emitted this early, runs wait in the dispatchers: longer than a scheduler takeover (2-3 s)
-    lookahead_ms: int = Field(default=3000, ge=0, le=10_000)
+    # emitted this early, runs wait in the dispatchers: longer than a scheduler takeover (2-3 s),
+    # and half a second off a whole one: runs due at whole seconds (cron's) are emitted between
+    # two instants, not during the dispatchers' sends of another (docs/performance.md)
+    lookahead_ms: int = Field(default=3500, ge=0, le=10_000)
     misfire_grace_ms: int = Field(default=60_000, ge=0)
     burst_lead_ms: int = Field(default=10_000, ge=0, le=60_000)
     burst_min_interval_ms: int = Field(default=60_000, ge=1000)
