@@ -9,6 +9,7 @@ import pytest
 from schedulerstream.dispatch_spec import spec_of_definition, spec_of_json
 from schedulerstream.ingest import RejectedRecord
 from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
+from schedulerstream.settings import Settings
 
 from .harness import CODEC, Harness, command, definition, us
 
@@ -36,6 +37,22 @@ def test_emits_each_minute_once_ahead_of_time_with_not_before() -> None:
         assert 0 < r["scheduled_at_us"] - r["emitted_at_us"] <= 1_000_000  # lookahead
         assert r["trigger"] == "scheduled"
         assert r["job_version"] == 1
+
+
+def test_the_default_lookahead_emits_whole_second_runs_halfway_between_two_instants() -> None:
+    """Cron's runs fall on whole seconds; emitted a whole number of seconds ahead, they would be
+    emitted at the very instant the dispatchers send the runs due then."""
+    lookahead_ms = Settings.model_fields["lookahead_ms"].default
+    h = started(lookahead_s=lookahead_ms / 1000)
+    h.put(definition(1, schedule={"cron": "* * * * * *"}))  # every second
+    h.tick_until(T0 + 10_000_000)
+    # not the runs already inside the lookahead when the job was put
+    ticked = [r for r in h.out.runs() if r["scheduled_at_us"] > T0 + lookahead_ms * 1000]
+    assert len(ticked) >= 6
+    for r in ticked:
+        assert r["scheduled_at_us"] % 1_000_000 == 0
+        assert r["emitted_at_us"] % 1_000_000 == 500_000, r["run_id"]
+        assert r["scheduled_at_us"] - r["emitted_at_us"] == lookahead_ms * 1000
 
 
 def test_replaying_the_same_version_is_ignored_and_counted() -> None:
