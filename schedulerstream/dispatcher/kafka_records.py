@@ -20,7 +20,6 @@ from schedulerstream.dispatcher.actions import Start
 from schedulerstream.kafka import clients
 from schedulerstream.model import KafkaTarget
 from schedulerstream.runtime.context import TaskContext
-from schedulerstream.runtime.quarantine import refused_for_size
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome
 from schedulerstream.targets.kafka import TargetTopics, admin_lookup, kafka_record
@@ -50,10 +49,10 @@ class KafkaRecords:
         topic, key, value, headers = kafka_record(d, config, clock=self.clock)
         size = len(key) + len(value) + sum(len(n) + len(v) for n, v in headers)
         refused = ctx.failed(origin)
-        if refused is not None and refused_for_size(refused):  # the topic is fine
+        if refused is not None and ctx.refused_for_size(origin):  # the topic is fine
             self.topics.refused_size(topic, size, refused)
             return _refused(ctx, start, refused)
-        alone = refused is not None and refused_for_size(refused, alone=False)
+        alone = refused is not None and ctx.refused_for_size(origin, alone=False)
         if refused is not None and not alone:
             self.topics.refused(config.topic, refused)
             return _failed(ctx, start, refused)

@@ -122,7 +122,8 @@ class Charges:
         refusals, self._refusals = self._refusals, []
         blamed = culprits(refusals)
         for r in blamed:
-            self.quarantine.add(r.partition, r.origin, r.reason, "record_refused")
+            self.quarantine.add(r.partition, r.origin, r.reason, "record_refused", r.code,
+                                r.batch)  # fmt: skip
         self._charged = True
         first = blamed[0]
         return (
@@ -151,7 +152,7 @@ class Charges:
             # a report of an aborted transaction, served after its abort: the replay takes
             # the origin out, but the refusal neither fails the open transaction nor counts
             # as a second one (which would drop the origin's own records, see ``produce``)
-            self.quarantine.note(partition, origin, reason)
+            self.quarantine.note(partition, origin, reason, err.code())
         elif reason is not None:
             size = len(msg.key() or b"") + len(msg.value() or b"")
             self._refusals.append(Refusal(partition, origin, reason, msg.topic(),

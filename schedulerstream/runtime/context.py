@@ -87,6 +87,11 @@ class TaskContext:
         its attempt, quarantine its job) and the rest of the transaction commits."""
         return self._quarantine.reason(self.partition, origin)
 
+    def refused_for_size(self, origin: str, alone: bool = True) -> bool:
+        """Was the refusal ``failed`` reports for size: the record's own (``alone``), or its
+        batch's (it may fit on its own)?"""
+        return self._quarantine.refused_for_size(self.partition, origin, alone)
+
     def isolated(self, kind: str, detail: str) -> None:
         """Report a failure kept to one run or job (logged, counted by ``kind``)."""
         self._quarantine.count(kind, detail)

@@ -32,7 +32,6 @@ RECORD_CODES = frozenset(
 )
 # Of those, the ones about its size: the same record (or a larger one) is refused again.
 SIZE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
-_SIZE_MARKS = tuple(f"refused the record: {KafkaError(code).name()}: " for code in SIZE_CODES)
 # the broker checks a whole batch: a record refused with others may fit on its own
 IN_A_BATCH = " (refused together with {} other records)"
 # The record's topic is at fault: isolated only for topics the topology does not own (a job's
@@ -60,14 +59,6 @@ def refusal(err: KafkaError, topic: str, owned: frozenset[str]) -> str | None:
     return None
 
 
-def refused_for_size(reason: str, alone: bool = True) -> bool:
-    """Is ``reason`` (a charged refusal's) a refusal for size: of this record's own size
-    (``alone``: not refused with other records of its batch), or of its batch's?"""
-    if not any(mark in reason for mark in _SIZE_MARKS):
-        return False
-    return not alone or IN_A_BATCH.partition("{")[0] not in reason
-
-
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """One record the broker refused: whose it was (task partition, origin) and why."""
@@ -79,6 +70,7 @@ class Refusal:
     topic_partition: int
     size: int
     code: int
+    batch: int = 1  # records of its topic partition refused with it, itself included
 
 
 def culprits(refusals: list[Refusal]) -> list[Refusal]:
@@ -98,7 +90,8 @@ def culprits(refusals: list[Refusal]) -> list[Refusal]:
                 largest[where] = r
     for where, r in largest.items():
         if together[where] > 1:  # the batch was too large, perhaps not this record
-            largest[where] = replace(r, reason=r.reason + IN_A_BATCH.format(together[where] - 1))
+            reason = r.reason + IN_A_BATCH.format(together[where] - 1)
+            largest[where] = replace(r, reason=reason, batch=together[where])
     return charged + list(largest.values())
 
 
@@ -106,6 +99,8 @@ def culprits(refusals: list[Refusal]) -> list[Refusal]:
 class Entry:
     reason: str
     since: float
+    code: int | None = None  # the broker's error code, when the broker refused it
+    batch: int = 1  # records refused with it in its topic partition, itself included
     failures: int = 1
     consulted: bool = False
 
@@ -122,23 +117,25 @@ class Quarantine:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, partition: int, origin: str, reason: str, kind: str) -> None:
-        """``origin`` of ``partition`` was refused for ``reason``."""
+    def add(self, partition: int, origin: str, reason: str, kind: str,
+            code: int | None = None, batch: int = 1) -> None:  # fmt: skip
+        """``origin`` of ``partition`` was refused for ``reason`` (by the broker with
+        ``code``, in a batch of ``batch`` refused records)."""
         entry = self._entries.get((partition, origin))
         if entry is None:
             if len(self._entries) >= MAX_ENTRIES:
                 self._entries.popitem(last=False)
-            self._entries[(partition, origin)] = Entry(reason, self._monotonic())
+            self._entries[(partition, origin)] = Entry(reason, self._monotonic(), code, batch)
         else:
             entry.failures += 1
-            entry.reason = reason
+            entry.reason, entry.code, entry.batch = reason, code, batch
         self.count(kind, f"partition {partition}, {origin}: {reason}")
 
-    def note(self, partition: int, origin: str, reason: str) -> None:
+    def note(self, partition: int, origin: str, reason: str, code: int | None = None) -> None:
         """A late report of a refusal in a transaction already aborted: taken out like one
         charged then, without counting again if it was."""
         if (partition, origin) not in self._entries:
-            self.add(partition, origin, reason, "record_refused")
+            self.add(partition, origin, reason, "record_refused", code)
 
     def count(self, kind: str, detail: str) -> None:
         """One isolated failure: logged and counted."""
@@ -152,6 +149,14 @@ class Quarantine:
             return None
         entry.consulted = True
         return entry.reason
+
+    def refused_for_size(self, partition: int, origin: str, alone: bool = True) -> bool:
+        """Did the broker refuse ``origin`` for size: its own (``alone``: no other record
+        was refused with it), or its batch's?"""
+        entry = self._entries.get((partition, origin))
+        if entry is None or entry.code not in SIZE_CODES:
+            return False
+        return not alone or entry.batch == 1
 
     def failures(self, partition: int, origin: str) -> int:
         entry = self._entries.get((partition, origin))

@@ -10,13 +10,7 @@ from schedulerstream.errors import ValidationError
 from schedulerstream.limits import RecordLimits
 from schedulerstream.runtime.charges import Charges
 from schedulerstream.runtime.context import OutRecord
-from schedulerstream.runtime.quarantine import (
-    Quarantine,
-    Refusal,
-    culprits,
-    refusal,
-    refused_for_size,
-)
+from schedulerstream.runtime.quarantine import Quarantine, Refusal, culprits, refusal
 from schedulerstream.runtime.transaction import TransactionFailed
 
 OWNED = frozenset({"cron.runs", "cron.attempts"})
@@ -67,11 +61,26 @@ def test_only_the_largest_record_of_a_batch_is_blamed_for_its_size() -> None:
 
 def test_only_a_record_refused_alone_for_its_size_is_too_large_itself() -> None:
     too_big = refusal(KafkaError(SIZE, "Message size too large"), "orders", OWNED) or ""
-    assert refused_for_size(too_big)
-    in_batch = too_big + " (refused together with 2 other records)"
-    assert not refused_for_size(in_batch) and refused_for_size(in_batch, alone=False)
     gone = refusal(KafkaError(UNKNOWN, "Unknown topic or partition"), "orders", OWNED) or ""
-    assert gone and not refused_for_size(gone)
+    assert too_big and gone
+    refused = [Refusal(0, "alone", too_big, "orders", 0, 2_000_000, SIZE),
+               Refusal(0, "big", too_big, "orders", 1, 1_500_000, SIZE),
+               Refusal(0, "small", too_big, "orders", 1, 100, SIZE),
+               Refusal(0, "lost", gone, "orders", 2, 100, UNKNOWN)]  # fmt: skip
+    q = Quarantine()
+    for r in culprits(refused):
+        q.add(r.partition, r.origin, r.reason, "record_refused", r.code, r.batch)
+    assert q.refused_for_size(0, "alone") and q.refused_for_size(0, "alone", alone=False)
+    # refused with "small", "big" may fit on its own: its batch was too large
+    assert not q.refused_for_size(0, "big") and q.refused_for_size(0, "big", alone=False)
+    assert not q.refused_for_size(0, "lost", alone=False)  # its topic, not its size
+    assert not q.refused_for_size(0, "small", alone=False)  # not charged at all
+    # the same refusal reported late (its transaction already aborted) is its own size
+    q.note(0, "late", too_big, SIZE)
+    assert q.refused_for_size(0, "late")
+    # the reason's wording has no part in it
+    q.add(0, "worded", "refused the record: MSG_SIZE_TOO_LARGE: x", "record_refused", UNKNOWN)
+    assert not q.refused_for_size(0, "worded", alone=False)
 
 
 def test_a_quarantined_origin_is_taken_out_until_a_commit_holds_it() -> None:
