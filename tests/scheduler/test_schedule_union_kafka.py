@@ -18,7 +18,7 @@ from schedulerstream.runtime import Processor, TaskContext
 from schedulerstream.scheduler.topology import SchedulerTopology
 from schedulerstream.settings import Settings
 from tests.runtime.rt_helpers import drive
-from tests.support.runs import read_events, read_runs
+from tests.support.runs import first_event, read_events, read_runs
 
 pytestmark = pytest.mark.kafka
 MICROS = 1_000_000
@@ -84,7 +84,7 @@ def test_two_expressions_and_an_excluded_date_fire_exactly_the_union_minus_the_d
         drive([processor], lambda: len(processor.running_partitions()) == settings.partitions)
         Publisher(settings).put_jobs([job])
         drive([processor], lambda: processor.metrics["records_processed"] >= 1)
-        [written] = read_events(settings, "schedules", idle_timeout=1.0)
+        written = first_event(settings, "schedules")
         written_us = written.timestamp()[1] * 1000  # the job counts as fired through this
 
         now_us = start_us

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import uuid
@@ -104,6 +105,16 @@ def read_runs(settings: Settings, idle_timeout: float = 3.0) -> RunsSeen:
 def read_events(settings: Settings, logical_topic: str, idle_timeout: float = 3.0) -> list[Any]:
     """Raw messages of a topic (committed only)."""
     return list(read_topic(settings, settings.topic(logical_topic), True, idle_timeout))
+
+
+def first_event(settings: Settings, logical_topic: str, timeout: float = 30.0) -> Any:
+    """The first committed record of a topic, waited for up to ``timeout`` s (a reader's
+    first fetch may take longer than any short idle time on a busy machine)."""
+    records = read_topic(settings, settings.topic(logical_topic), True, idle_timeout=timeout)
+    with contextlib.closing(records):
+        for message in records:
+            return message
+    raise AssertionError(f"no record on {logical_topic} within {timeout:g} s")
 
 
 def gaps(instants: list[int], interval_us: int) -> list[tuple[int, int]]:
