@@ -22,16 +22,21 @@ from schedulerstream.settings import Settings
 
 def read_topic(
     settings: Settings, topic: str, from_beginning: bool = True, idle_timeout: float = 5.0,
-    max_seconds: float | None = None,
+    max_seconds: float | None = None, catch_up_timeout: float = 30.0,
 ) -> Iterator[Message]:  # fmt: skip
-    """Yield committed records of every partition until none arrives for ``idle_timeout`` s."""
+    """Yield committed records of every partition: first up to each partition's end (its last
+    stable offset when reached), then until none arrives for ``idle_timeout`` s.
+
+    The idle clock starts only once every partition reached its end, so a slow first fetch
+    never ends the read early; before that, ``catch_up_timeout`` s without a record or an end
+    ends it (an unreachable broker)."""
     config = base_config(settings)
     config.update(
         {
             "group.id": f"schedulerstream-reader-{uuid.uuid4().hex[:8]}",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
-            "enable.partition.eof": False,
+            "enable.partition.eof": True,
         }
     )
     consumer = Consumer(config)
@@ -43,20 +48,23 @@ def read_topic(
                 f"topic {topic} does not exist (run `schedulerstream topics apply`)"
             )
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        consumer.assign([TopicPartition(topic, p, start) for p in sorted(info.partitions)])
+        behind = set(info.partitions)
+        consumer.assign([TopicPartition(topic, p, start) for p in sorted(behind)])
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         last = time.monotonic()
-        while time.monotonic() - last < idle_timeout:
+        catch_up = max(catch_up_timeout, idle_timeout)
+        while time.monotonic() - last < (catch_up if behind else idle_timeout):
             if deadline is not None and time.monotonic() > deadline:
                 return
             batch = consumer.consume(500, timeout=0.2)
             for message in batch:
                 error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
+                if error is None:
+                    yield message
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    behind.discard(message.partition())
+                else:
                     raise SchedulerStreamError(f"reading {topic}: {error}")
-                yield message
             if batch:
                 last = time.monotonic()
     finally:
