@@ -1,4 +1,4 @@
-"""Read a whole topic with read_committed, outside any consumer group (for tails and tests)."""
+"""Read a whole topic, outside any consumer group (for tails and tests)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from schedulerstream.settings import Settings
 
 def read_topic(
     settings: Settings, topic: str, from_beginning: bool = True, idle_timeout: float = 5.0,
-    max_seconds: float | None = None, catch_up_timeout: float = 30.0,
+    max_seconds: float | None = None, catch_up_timeout: float = 30.0, committed: bool = True,
 ) -> Iterator[Message]:  # fmt: skip
     """Yield committed records of every partition: first up to each partition's end (its last
-    stable offset when reached), then until none arrives for ``idle_timeout`` s.
+    stable offset when reached), then until none arrives for ``idle_timeout`` s. With
+    ``committed=False``, records of open and aborted transactions too (read_uncommitted).
 
     The idle clock starts only once every partition reached its end, so a slow first fetch
     never ends the read early; before that, ``catch_up_timeout`` s without a record or an end
@@ -34,7 +35,7 @@ def read_topic(
     config.update(
         {
             "group.id": f"schedulerstream-reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }

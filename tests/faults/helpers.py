@@ -10,18 +10,15 @@ import statistics
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from harness.procs import ProcessorProcess
 from schedulerstream.codec import default_codec
-from schedulerstream.kafka.clients import base_config
+from schedulerstream.kafka.reader import read_topic
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 from tests.support.runs import RunsSeen, gaps, read_events, read_runs
@@ -187,33 +184,13 @@ def report(case: str, **figures: Any) -> None:
 def uncommitted_run_ids(settings: Settings, idle_timeout: float = 2.0) -> Counter[str]:
     """Every RunTriggered record on cron.runs, aborted transactions included (read_uncommitted):
     what zombies and failed transactions produced but no read_committed reader ever sees."""
-    config = base_config(settings)
-    config.update(
-        {
-            "group.id": f"faults-uncommitted-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_uncommitted",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    consumer = Consumer(config)
-    topic = settings.topic("runs")
     found: Counter[str] = Counter()
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        last = time.monotonic()
-        while time.monotonic() - last < idle_timeout:
-            batch = consumer.consume(500, 0.2)
-            for message in batch:
-                if message.error() is None and message.value() is not None:
-                    name, record = CODEC.decode(message.value())
-                    if name == "RunTriggered":
-                        found[record["run_id"]] += 1
-            if batch:
-                last = time.monotonic()
-    finally:
-        consumer.close()
+    messages = read_topic(settings, settings.topic("runs"), True, idle_timeout, committed=False)
+    for message in messages:
+        if message.value() is not None:
+            name, record = CODEC.decode(message.value())
+            if name == "RunTriggered":
+                found[record["run_id"]] += 1
     return found
 
 

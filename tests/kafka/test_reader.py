@@ -46,3 +46,26 @@ def test_an_empty_topic_reads_as_empty_without_waiting_for_the_catch_up_limit(
 
     assert list(read_topic(kafka_settings, topic, True, 0, catch_up_timeout=120)) == []
     assert time.monotonic() - started < 60
+
+
+def test_an_aborted_transactions_records_are_read_only_uncommitted(
+    kafka_settings: Settings,
+) -> None:
+    topic = _topic(kafka_settings, 2)
+    config = {**base_config(kafka_settings), "transactional.id": f"{topic}-probe"}
+    producer = Producer(config)
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=1)
+    producer.commit_transaction(30)
+
+    def values(committed: bool) -> list[bytes]:
+        messages = read_topic(kafka_settings, topic, True, 0, committed=committed)
+        return sorted(m.value() for m in messages)
+
+    assert values(committed=True) == [b"committed"]
+    assert values(committed=False) == [b"aborted", b"committed"]
