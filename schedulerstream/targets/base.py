@@ -60,6 +60,15 @@ class Delivery:
                           self.attempt, self.trigger, self.payload, self.deadline)  # fmt: skip
 
 
+def printable(text: str) -> str:
+    """``text`` as valid UTF-8: a byte that was not (kept by ``surrogateescape``, as aiohttp
+    decodes headers) becomes U+FFFD, any other lone surrogate "?"."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How one attempt ended.
@@ -77,6 +86,10 @@ class Outcome:
     duration_us: int
     status_code: int | None = None
     retry_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.reason.isascii():  # text a target sent: bytes not UTF-8 would not encode
+            object.__setattr__(self, "reason", printable(self.reason))
 
     @property
     def succeeded(self) -> bool:

@@ -1,5 +1,5 @@
 """The HTTP webhook target: one pooled aiohttp session, Standard Webhooks headers, no redirects,
-the SSRF guard at connection time, and a circuit breaker per host."""
+the SSRF guard at connection time, and a circuit breaker per tenant and host."""
 
 from __future__ import annotations
 
@@ -77,8 +77,10 @@ class HttpSender:
 
     ``limit``/``limit_per_host`` bound the connection pool (0: unbounded); an attempt waiting for
     a connection spends its own deadline. ``breaker_threshold`` consecutive failures (5xx, 408,
-    timeouts, connection errors) of one host open its breaker for ``breaker_cool_down`` seconds;
-    None disables breakers. ``resolver`` replaces the threaded resolver the guard wraps.
+    timeouts, connection errors) of one tenant's attempts to one host open that tenant's
+    breaker for the host for ``breaker_cool_down`` seconds (another tenant's URLs on the same
+    host may be healthy: its runs are not failed for them); None disables breakers.
+    ``resolver`` replaces the threaded resolver the guard wraps.
     """
 
     def __init__(
@@ -103,7 +105,7 @@ class HttpSender:
         self._resolver: AbstractResolver | None = None
         self._body_cap = body_cap
         self._session: aiohttp.ClientSession | None = None
-        self._breakers: dict[str, CircuitBreaker] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}  # (tenant, host:port)
         self._stalls = LoopStallMonitor()
         self._closed = False
 
@@ -112,16 +114,17 @@ class HttpSender:
         """An HttpSender honouring ``settings.allow_private_targets``."""
         return cls(allow_private=settings.allow_private_targets, **options)
 
-    def breaker(self, host: str) -> CircuitBreaker | None:
-        """The breaker of ``host:port``; a host has one from a failure until its next success."""
-        return self._breakers.get(host)
+    def breaker(self, tenant: str, host: str) -> CircuitBreaker | None:
+        """``tenant``'s breaker for ``host:port``: one from a failure until the next success."""
+        return self._breakers.get((tenant, host))
 
     async def deliver(self, delivery: Delivery, target_config: HttpTargetConfig) -> Outcome:
         """One attempt: POST (or the job's method) the envelope; classify the answer."""
         started = self._clock.monotonic()
         url = _parse_url(target_config.url)
         host = f"{url.host}:{url.port}"
-        breaker = self._breakers.get(host)
+        where = (delivery.tenant, host)
+        breaker = self._breakers.get(where)
         permit = breaker.admit() if breaker is not None else _CLOSED
         if breaker is not None and permit is None:
             return Outcome(
@@ -146,7 +149,7 @@ class HttpSender:
             return outcome
         finally:
             if self._breaker_threshold is not None and permit is not None:
-                self._judge(host, permit, outcome)
+                self._judge(where, permit, outcome)
 
     async def close(self) -> None:
         self._closed = True
@@ -258,9 +261,9 @@ class HttpSender:
             )
         return self._session
 
-    def _judge(self, host: str, permit: Permit, outcome: Outcome | None) -> None:
-        """Tell the host's breaker (made at its first failure) what the attempt says."""
-        breaker = self._breakers.get(host)
+    def _judge(self, where: tuple[str, str], permit: Permit, outcome: Outcome | None) -> None:
+        """Tell the (tenant, host) breaker (made at its first failure) what the attempt says."""
+        breaker = self._breakers.get(where)
         status = None if outcome is None else outcome.status_code
         if outcome is None or outcome.kind == "refused" or status == 429:
             if breaker is not None:
@@ -271,8 +274,8 @@ class HttpSender:
                 breaker = CircuitBreaker(
                     self._breaker_threshold, self._breaker_cool_down, self._clock
                 )
-                self._breakers[host] = breaker
+                self._breakers[where] = breaker
             breaker.record_failure(permit)
         elif breaker is not None:
             breaker.record_success(permit)
-            del self._breakers[host]
+            del self._breakers[where]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import email.utils
 import json
 import time
@@ -270,7 +271,7 @@ def test_cancelling_deliver_aborts_the_request(receiver: ReceiverProcess) -> Non
     assert elapsed < 0.5
     [seen] = wait_for(lambda: [r for r in receiver.requests(run.run_id) if r["disconnected"]])
     assert seen["path"] == "/hang"
-    assert target.breaker(f"127.0.0.1:{receiver.port}") is None  # no verdict from a cancel
+    assert target.breaker("acme", f"127.0.0.1:{receiver.port}") is None  # no verdict from a cancel
 
 
 def test_connection_refused_is_retryable() -> None:
@@ -323,12 +324,12 @@ def test_the_breaker_opens_for_a_failing_host_and_probes_after_the_cool_down(
         healthy = http_config(receiver.url("/ok"))
         try:
             found = [await target.deliver(delivery(), failing) for _ in range(2)]
-            breaker = target.breaker(host)
+            breaker = target.breaker("acme", host)
             assert breaker is not None and breaker.state == "open"
             found.append(await target.deliver(blocked, healthy))
             clock.advance(10.0)
             found.append(await target.deliver(delivery(), healthy))
-            assert target.breaker(host) is None
+            assert target.breaker("acme", host) is None
             return found
         finally:
             await target.close()
@@ -341,6 +342,31 @@ def test_the_breaker_opens_for_a_failing_host_and_probes_after_the_cool_down(
     assert receiver.requests(blocked.run_id) == []
 
 
+def test_one_tenants_failures_on_a_host_do_not_open_the_breaker_for_another_tenant(
+    receiver: ReceiverProcess,
+) -> None:
+    """Two tenants' URLs on one host: the first's path fails, the second's is healthy."""
+    host = f"127.0.0.1:{receiver.port}"
+    mine = delivery()
+    other = dataclasses.replace(mine, tenant="beta", run_id=f"beta/{mine.job_id}@1")
+
+    async def go() -> tuple[list[Outcome], Outcome, HttpSender]:
+        target = HttpSender(allow_private=True, breaker_threshold=2)
+        try:
+            failing = http_config(receiver.url("/status/500"))
+            found = [await target.deliver(delivery(), failing) for _ in range(3)]
+            return found, await target.deliver(other, http_config(receiver.url("/ok"))), target
+        finally:
+            await target.close()
+
+    failed, healthy, target = asyncio.run(go())
+    assert [o.kind for o in failed] == ["failed"] * 3
+    assert "circuit breaker open" in failed[2].reason  # acme's own breaker did open
+    assert healthy.kind == "succeeded", healthy.reason
+    assert target.breaker("beta", host) is None
+    assert len(receiver.requests(other.run_id)) == 1
+
+
 def test_client_errors_do_not_trip_the_breaker(receiver: ReceiverProcess) -> None:
     async def go() -> HttpSender:
         target = HttpSender(allow_private=True, breaker_threshold=1)
@@ -351,7 +377,7 @@ def test_client_errors_do_not_trip_the_breaker(receiver: ReceiverProcess) -> Non
             await target.close()
         return target
 
-    assert asyncio.run(go()).breaker(f"127.0.0.1:{receiver.port}") is None
+    assert asyncio.run(go()).breaker("acme", f"127.0.0.1:{receiver.port}") is None
 
 
 def test_sequential_deliveries_reuse_one_keep_alive_connection(receiver: ReceiverProcess) -> None:
@@ -384,7 +410,7 @@ def test_a_timeout_across_a_stall_of_this_process_is_not_held_against_the_host(
         await asyncio.sleep(0.2)
         time.sleep(1.5)  # the whole loop stops, as a stopped process does
         first = await stalled
-        no_verdict = target.breaker(f"127.0.0.1:{receiver.port}") is None
+        no_verdict = target.breaker("acme", f"127.0.0.1:{receiver.port}") is None
         second = await target.deliver(delivery(deadline=0.5), http_config(url))
         await target.close()
         assert no_verdict
@@ -393,7 +419,7 @@ def test_a_timeout_across_a_stall_of_this_process_is_not_held_against_the_host(
     first, second, target = asyncio.run(go())
     assert first.kind == "timed_out" and "stalled" in first.reason
     assert second.kind == "timed_out" and "stalled" not in second.reason
-    breaker = target.breaker(f"127.0.0.1:{receiver.port}")
+    breaker = target.breaker("acme", f"127.0.0.1:{receiver.port}")
     assert breaker is not None and breaker.consecutive_failures == 1
 
 
@@ -413,3 +439,30 @@ def test_the_stall_monitor_sees_a_blocked_loop_and_only_then() -> None:
         return calm, during, after
 
     assert asyncio.run(go()) == (False, True, True)
+
+
+def test_a_redirect_to_a_location_that_is_not_utf8_gives_a_reason_an_event_can_carry() -> None:
+    """aiohttp keeps a header's bad bytes as lone surrogates, which no UTF-8 encoder takes: the
+    outcome's reason (and so the AttemptEvent of every run finished with it) must not."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 302 Found\r\nLocation: /caf\xe9\xff\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def go() -> Outcome:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        sender = HttpSender(allow_private=True, breaker_threshold=None)
+        try:
+            return await sender.deliver(delivery(), http_config(f"http://127.0.0.1:{port}/x"))
+        finally:
+            await sender.close()
+            server.close()
+            await server.wait_closed()
+
+    outcome = asyncio.run(go())
+    assert outcome.kind == "failed" and outcome.status_code == 302
+    assert outcome.reason == "HTTP 302: redirect to /caf\ufffd\ufffd not followed"
+    outcome.reason.encode()  # what the AttemptEvent's encoder does
