@@ -226,6 +226,16 @@ class DispatchLogic:
             else:  # an attempt armed ahead of its due time is not sent early now either
                 self.enqueue(pc, run, max(now_us, run.due_us))
 
+    def reindex(self, store: StateStore, partition: int) -> None:
+        """Rebuild the partition's in-memory queues from ``store`` (a failed tick's rollback
+        kept queue entries it had popped); its tenant ring keeps its deficits."""
+        index, _ = PartitionIndex.restored(store)
+        kept = self._kept.get(partition)
+        ring = kept[1] if kept is not None else DeficitRing(self._weights)
+        for tenant in index.tenants():
+            ring.add(tenant)
+        self._kept[partition] = (index, ring)
+
     # -- ingest ---------------------------------------------------------------------------
     def _triggered(self, pc: PartitionContext, rec: dict[str, Any], now_us: int) -> None:
         old = rk.load(pc.store, rec["run_id"])
@@ -331,9 +341,19 @@ class DispatchLogic:
         return not self.overlap.active_others(pc, run)
 
     def _start(self, pc: PartitionContext, run: RunRecord, now_us: int, host: str | None,
-               due_us: int = 0) -> Start:  # fmt: skip
-        """The run's next attempt; sent at ``due_us`` when that is later than now (armed)."""
+               due_us: int = 0) -> Start | None:  # fmt: skip
+        """The run's next attempt; sent at ``due_us`` when that is later than now (armed).
+        None when it cannot be sent at all (its payload is not JSON): the attempt fails, for
+        good, and only this run with it."""
         spec = self.spec(run)
+        try:
+            delivery = Delivery.from_run(run.run_view(), attempt=run.attempt + 1,
+                                         deadline=spec.timeout)  # fmt: skip
+        except ValueError as exc:
+            run.attempt += 1
+            move(run, IN_FLIGHT)
+            self.finish(pc, run, FAILED, now_us, f"the run cannot be sent: its payload: {exc}")
+            return None
         run.attempt += 1
         move(run, IN_FLIGHT)
         send_us = max(now_us, due_us)
@@ -344,7 +364,6 @@ class DispatchLogic:
         self.counters.started += 1
         deadline = f"deadline {run.deadline_us} µs"
         self.events.emit(pc.out, pc.partition, run, "started", send_us, reason=deadline)
-        delivery = Delivery.from_run(run.run_view(), attempt=run.attempt, deadline=spec.timeout)
         return Start(pc.partition, run.tenant, delivery, spec.target, host,
                      send_us if send_us > now_us else 0)  # fmt: skip
 

@@ -32,8 +32,9 @@ from schedulerstream.dispatcher.states import QUEUED
 
 # (context, run, its queue key, now, actions) → may its first attempt start
 Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
-# (context, run, now, host, due) → the run's next attempt, started (sent at ``due`` if later)
-Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start]
+# (context, run, now, host, due) → the run's next attempt, started (sent at ``due`` if later);
+# None: it ended at once (it cannot be sent), its slot is free again
+Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start | None]
 # (context, run) → may the run's next attempt be started before it is due
 Armable = Callable[[PartitionContext, RunRecord], bool]
 # target of an in-transaction attempt → may it start now (False: its start waits, say for the
@@ -56,6 +57,7 @@ class FairSelection:
         self.start_budget = start_budget
         self.record_budget = record_budget
         self.cut_short = False  # the last select left due runs behind for want of budget
+        self.actions: list[Action] = []  # the last select's, also when it raised part-way
         self._spec = spec
         self._admit = admit
         self._begin = begin
@@ -64,6 +66,7 @@ class FairSelection:
         """Start what is due, fairly, within the budget and the limits."""
         ring = pc.ring
         actions: list[Action] = []
+        self.actions = actions
         budget = [self.start_budget, self.record_budget]  # starts, in-transaction starts
         self.cut_short = False
 
@@ -121,6 +124,11 @@ class FairSelection:
                 return "blocked"
         pc.store.delete(qkey, logged=False)
         index.pop(tenant)
-        actions.append(self._begin(pc, run, now_us, host, due_us))
+        start = self._begin(pc, run, now_us, host, due_us)
+        if start is None:
+            if not record:
+                self.limits.release(tenant, host)
+            return "skipped"
+        actions.append(start)
         budget[0] -= 1
         return "started"

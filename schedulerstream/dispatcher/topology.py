@@ -133,6 +133,7 @@ class DispatcherTopology(Topology):
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
+        self._stale: set[int] = set()  # partitions whose in-memory queues a failed tick left
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
 
     @property
@@ -193,13 +194,44 @@ class DispatcherTopology(Topology):
                 if host is not None and outcome.duration_us > 0:  # sent (an expired one: 0)
                     self.limits.timed(host, outcome.duration_us / 1e6)
                 self._completed[completion.partition].append(completion)
+        partition = ctx.partition
+        if partition in self._stale:  # a failed tick popped entries its rollback kept
+            self._stale.discard(partition)
+            self.logic.reindex(ctx.store, partition)
+        applied = self._completed.pop(partition, [])
+        unsent = len(self._unsent[partition])
+        selection = self.logic.selection
+        selection.actions = []
+        try:
+            self._tick(ctx, applied, now_us)
+        except Exception:
+            # The processor undoes this tick's store changes and records, so its starts are
+            # not sent (their slots are free again), its outcomes apply again next tick (the
+            # one that failed as a plain failure) and the in-memory queues are rebuilt.
+            for start in selection.actions:
+                if isinstance(start, Start) and not in_transaction(start.target):
+                    self.limits.release(start.tenant, start.host)
+            del self._unsent[partition][unsent:]
+            self._completed[partition][:0] = applied
+            self._stale.add(partition)
+            raise
+        self._applied[partition].extend(applied)
+
+    def _tick(self, ctx: TaskContext, applied: list[Completion], now_us: int) -> None:
         out = ContextOutput(ctx)
-        applied = self._completed.pop(ctx.partition, [])
-        self._applied[ctx.partition].extend(applied)
-        for done in applied:
+        for i, done in enumerate(applied):
             assert done.outcome is not None
-            self.logic.on_outcome(ctx.store, out, ctx.partition, done.run_id, done.attempt,
-                                  done.outcome, now_us)  # fmt: skip
+            try:
+                self.logic.on_outcome(ctx.store, out, ctx.partition, done.run_id, done.attempt,
+                                      done.outcome, now_us)  # fmt: skip
+            except Exception as exc:
+                log.exception("run %s: its attempt's outcome cannot be recorded", done.run_id)
+                instead = _unrecorded(done, exc)
+                if instead is None:
+                    del applied[i]
+                else:
+                    applied[i] = instead
+                raise
         for lease in self.leases.expire(ctx.store, out, ctx.partition, now_us):
             self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
@@ -218,6 +250,7 @@ class DispatcherTopology(Topology):
         rebuilt = partition in self._rebuilding
         self._rebuilding.discard(partition)
         self._revoking.discard(partition)  # a revocation of an earlier life of it is over
+        self._stale.discard(partition)  # its queues are rebuilt from the store here
         if not rebuilt:
             self.executor.cancel_partition(partition)
             self._completed.pop(partition, None)
@@ -395,3 +428,17 @@ def _deliveries(settings: Settings) -> Deliveries:
         return DeliveryProcess(allow_private=settings.allow_private_targets,
                                gc_young=settings.gc_young_threshold)  # fmt: skip
     return Executor()
+
+
+_UNRECORDED = "the attempt's outcome could not be recorded"
+
+
+def _unrecorded(done: Completion, exc: Exception) -> Completion | None:
+    """What a tick whose recording of ``done`` raised applies instead: a plain failure (retried
+    as the attempt's own outcome would have been), or nothing when that failed too."""
+    outcome = done.outcome
+    if outcome is None or outcome.reason.startswith(_UNRECORDED):
+        return None
+    reason = f"{_UNRECORDED} ({type(exc).__name__}: {exc}); the target said: {outcome.reason}"
+    return done._replace(outcome=Outcome("failed", reason[:1000], outcome.retryable,
+                                         outcome.duration_us, outcome.status_code))  # fmt: skip

@@ -534,3 +534,27 @@ def test_the_carried_spec_is_what_a_run_is_dispatched_with() -> None:
     assert old["dispatch_spec_json"] is None  # an older scheduler's run: its definition is read
     h.run(CODEC.encode("RunTriggered", old))
     assert [s.delivery.deadline for s in h.tick()] == [9.0, 7.0]
+
+
+def test_a_run_whose_payload_is_not_json_fails_alone_and_the_tick_starts_the_others() -> None:
+    """Before, the payload was parsed after the run had taken its slot and left the queue: the
+    error undid the tick's store changes but not the slots nor the in-memory queue, so the
+    runs started before it in that tick were lost until a restart and their slots held."""
+    from .harness import CODEC
+
+    h = Harness(concurrency=10)
+    for i in range(3):
+        h.run(run_triggered(i, tenant="acme"))
+    record = CODEC.decode(run_triggered(tenant="evil"))[1]
+    record["payload_json"] = "{oops"
+    h.run(CODEC.encode("RunTriggered", record))
+    h.run(run_triggered(tenant="zeta"))
+
+    started = h.tick()
+
+    assert sorted(s.tenant for s in started) == ["acme", "acme", "acme", "zeta"]
+    assert h.limits.in_flight == 4  # the bad run holds no slot
+    bad = h.logic.load(h.store, run_id(tenant="evil"))
+    assert bad is not None and bad.status.value == "done" and bad.outcome.value == "failed"
+    assert "payload" in (bad.last_error or "") and "evil" not in h.limits.by_tenant
+    assert h.tick() == []  # it is not tried again

@@ -1,0 +1,117 @@
+"""A dispatcher tick that raises on one run's outcome: the processor undoes the tick, and the
+topology gives back what the undo cannot reach, so only that run is affected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedulerstream.clock import ManualClock
+from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.states import IN_FLIGHT
+from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import RocksStore
+from schedulerstream.settings import Settings
+from schedulerstream.targets.base import Outcome
+from schedulerstream.tenants.policy import TenantPolicy
+
+from .harness import T0, run_id, run_triggered
+
+
+class Injected(Executor):
+    """An executor whose completions are the ones the test hands it."""
+
+    def __init__(self) -> None:
+        super().__init__(grace_s=0.1)
+        self.pending: list[Completion] = []
+
+    def drain(self) -> list[Completion]:
+        found, self.pending = self.pending, []
+        return found
+
+    def flush(self) -> None:  # nothing is sent: the starts stay the test's
+        return None
+
+
+def _tick(topology: DispatcherTopology, ctx: TaskContext, now_us: int) -> bool:
+    """One punctuation as ``Processor._invoke`` runs it; False when it raised (undone)."""
+    ctx.store.savepoint()
+    try:
+        topology.punctuate(ctx, now_us)
+    except Exception:
+        ctx.store.rollback()
+        ctx.outputs.clear()
+        return False
+    ctx.store.release()
+    return True
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Any:
+    executor = Injected()
+    topology = DispatcherTopology(Settings(data_dir=tmp_path), executor=executor,
+                                  tenants=TenantPolicy())  # fmt: skip
+    store = RocksStore.open(tmp_path / "store")
+    ctx = TaskContext(0, store, ManualClock(T0), None, "test")
+    yield topology, executor, ctx
+    topology.close()
+    store.close()
+
+
+def test_an_outcome_that_cannot_be_recorded_fails_its_run_and_spares_the_others(setup) -> None:
+    topology, executor, ctx = setup
+    now = T0 + 1_000
+    tenants = ("evil", "acme", "zeta")
+    for tenant in tenants:
+        topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, run_triggered(tenant=tenant), now)
+    assert _tick(topology, ctx, now)
+    assert all(topology.logic.load(ctx.store, run_id(tenant=t)).status == IN_FLIGHT
+               for t in tenants)  # fmt: skip
+    topology.after_commit(now / 1e6)  # the starts go to the (injected) executor
+    real = topology.logic.on_outcome
+    poisoned = run_id(tenant="evil")
+
+    def on_outcome(store: Any, out: Any, partition: int, rid: str, *rest: Any) -> bool:
+        if rid == poisoned and rest[1].kind == "succeeded":
+            raise RuntimeError("boom")
+        return real(store, out, partition, rid, *rest)
+
+    topology.logic.on_outcome = on_outcome  # type: ignore[method-assign]
+    ok = Outcome("succeeded", "HTTP 200", False, 1_000, 200)
+    executor.pending = [Completion(0, t, run_id(tenant=t), 1, ok, "example.com:443")
+                        for t in tenants]  # fmt: skip
+
+    assert not _tick(topology, ctx, now + 1_000)  # undone: every outcome waits for the next
+    assert _tick(topology, ctx, now + 2_000)
+
+    runs = {t: topology.logic.load(ctx.store, run_id(tenant=t)) for t in tenants}
+    assert runs["acme"].outcome.value == "succeeded"
+    assert runs["zeta"].outcome.value == "succeeded"
+    assert runs["evil"].outcome.value == "failed"
+    assert "could not be recorded (RuntimeError: boom)" in runs["evil"].last_error
+    assert topology.limits.in_flight == 0
+
+
+def test_a_failed_tick_sends_none_of_its_starts_and_requeues_their_runs(setup) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    for tenant in ("acme", "zeta"):
+        topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, run_triggered(tenant=tenant), now)
+    real = topology.logic.on_tick
+
+    def on_tick(*args: Any) -> Any:
+        actions = real(*args)
+        raise RuntimeError(f"after {len(actions)} starts")
+
+    topology.logic.on_tick = on_tick  # type: ignore[method-assign]
+    assert not _tick(topology, ctx, now)
+    assert topology.limits.in_flight == 0  # the starts' slots are free again
+    topology.logic.on_tick = real  # type: ignore[method-assign]
+
+    assert _tick(topology, ctx, now + 1_000)  # the runs, still queued, start now
+    assert {t: topology.logic.load(ctx.store, run_id(tenant=t)).status
+            for t in ("acme", "zeta")} == {"acme": IN_FLIGHT, "zeta": IN_FLIGHT}  # fmt: skip
+    assert topology.limits.in_flight == 2
