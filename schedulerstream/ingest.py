@@ -11,7 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, SchedulerStreamError, ValidationError
 from schedulerstream.errors import RejectedRecord as RejectedRecord  # re-exported for its importers
-from schedulerstream.ids import split_job_key
+from schedulerstream.ids import check_request_id, split_job_key
 from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition, field_errors
 
@@ -107,7 +107,44 @@ def decode_command(
     kind = name.rsplit(".", 1)[-1]
     if kind == "PauseJob":
         _check_pause(fields)
+    elif kind == "TriggerNow":
+        _check_request(kind, fields["request_id"])
+        _check_payload(fields.get("payload_json"))
+    elif kind == "Backfill":
+        _check_request(kind, fields["request_id"])
+        _check_window(fields["start_us"], fields["end_us"])
     return job_key, kind, fields
+
+
+# the instants a run id can name: 1970-01-01T00:00:00Z up to 9999-12-31T23:59:59Z
+LAST_INSTANT_US = 253_402_300_799_999_999
+
+
+def _check_request(kind: str, request_id: str) -> None:
+    """The request id becomes part of run ids: it must be one (checked at arrival, not when
+    a tick reaches it, where it would fail the partition's tick)."""
+    try:
+        check_request_id(request_id)
+    except ValidationError as exc:
+        raise RejectedRecord(f"{kind}: {exc.field}: {exc.message}") from exc
+
+
+def _check_window(start_us: int, end_us: int) -> None:
+    if not 0 <= start_us < end_us <= LAST_INSTANT_US:
+        raise RejectedRecord(
+            f"Backfill: the window [{start_us}, {end_us}) µs must be non-empty and within "
+            "1970-01-01T00:00:00Z..9999-12-31T23:59:59Z"
+        )
+
+
+def _check_payload(payload_json: str | None) -> None:
+    """A TriggerNow's own payload is JSON (every target sends it as JSON)."""
+    if payload_json is None:
+        return
+    try:
+        json.loads(payload_json)
+    except ValueError as exc:
+        raise RejectedRecord(f"TriggerNow: payload_json is not JSON: {exc}") from exc
 
 
 def _check_pause(fields: dict[str, Any]) -> None:

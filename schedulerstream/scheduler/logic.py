@@ -328,9 +328,17 @@ class SchedulerLogic:
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
         """Emit due runs and backfill chunks; True if work was left for the next tick."""
+        floor = self._due_floor.get(store, keys.DUE_PREFIX)
+        try:
+            return self._tick(store, out, partition, now_us, floor)
+        except BaseException:
+            # the runtime undoes the tick's store changes: the due keys it read are due again
+            self._due_floor[store] = floor
+            raise
+
+    def _tick(self, store: Store, out: Output, partition: int, now_us: int, floor: bytes) -> bool:
         now_us = self.clock(partition, now_us)
         upper = keys.due_upper_bound(now_us + self.timers.lookahead_us)
-        floor = self._due_floor.get(store, keys.DUE_PREFIX)
         due = [k for k, _ in _take(store.range(floor, upper), self.due_batch)]
         more = len(due) >= self.due_batch
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)

@@ -207,6 +207,51 @@ def test_trigger_now_works_while_paused_and_is_idempotent() -> None:
     assert h.logic.counters.duplicate_requests == 1
 
 
+def test_a_trigger_now_whose_payload_is_not_json_is_rejected_naming_it() -> None:
+    """Its run would be refused by every target; rejected here, the job's own runs go on."""
+    h = started()
+    h.put(definition(1, payload={"p": 1}))
+    with pytest.raises(RejectedRecord, match="TriggerNow: payload_json is not JSON"):
+        h.command(command("TriggerNow", {"request_id": "r-1", "payload_json": "{oops"}))
+    h.command(command("TriggerNow", {"request_id": "r-2", "payload_json": "[1, 2]"}))
+    assert [r["run_id"] for r in h.out.runs()] == ["acme/j1@manual-r-2"]
+
+
+def test_commands_whose_ids_or_window_no_run_id_can_hold_are_rejected_on_arrival() -> None:
+    """Accepted, they failed later in every tick of their partition: every job on it stopped."""
+    h = started()
+    h.put(definition(1, schedule={"every": 60}))
+    hour = us("2025-01-06T09:00:00Z")
+    cases = [
+        (
+            "Backfill",
+            {"request_id": "bad id", "start_us": hour, "end_us": h.now, "rerun": True},
+            "request_id",
+        ),
+        (
+            "Backfill",
+            {"request_id": "", "start_us": hour, "end_us": h.now, "rerun": False},
+            "request_id",
+        ),
+        (
+            "Backfill",
+            {"request_id": "b", "start_us": -(2**62), "end_us": h.now, "rerun": True},
+            "window",
+        ),
+        (
+            "Backfill",
+            {"request_id": "b", "start_us": h.now, "end_us": hour, "rerun": True},
+            "window",
+        ),
+        ("TriggerNow", {"request_id": "a/b", "payload_json": None}, "request_id"),
+    ]
+    for kind, fields, needle in cases:
+        with pytest.raises(RejectedRecord, match=f"{kind}: .*{needle}"):
+            h.command(command(kind, fields))
+    h.tick_until(us("2025-01-06T10:02:00Z"))
+    assert len(h.run_ids()) >= 2  # the job goes on
+
+
 def test_backfill_reuses_ids_without_rerun_and_fresh_ids_with_rerun_in_chunks() -> None:
     h = started(backfill_chunk=7)
     h.put(definition(1), ts=us("2025-01-06T09:00:00Z"))  # existed since 09:00
