@@ -6,6 +6,7 @@ an output that produces into the current transaction. No Kafka consumer code liv
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schedulerstream.codec import Codec
+from schedulerstream.errors import DependencyDown, StateError
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
 from schedulerstream.ingest import (
     RejectedRecord,
@@ -64,6 +66,9 @@ class Output(Protocol):
     def failed(self, origin: str) -> str | None: ...
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class Topics:
     runs: str
@@ -81,6 +86,7 @@ class Counters:
     paused_by_command: int = 0
     pauses_ignored: int = 0
     quarantined: int = 0  # jobs paused because a record of theirs could not be written
+    failed_ticks: int = 0  # ticks of one job that raised (the job is quarantined)
     by_trigger: dict[str, int] = field(default_factory=dict)
 
 
@@ -345,12 +351,17 @@ class SchedulerLogic:
         self._due_floor[store] = due[-1] if more else upper
         for due_key in due:
             due_us, job_key = keys.parse_due_key(due_key)
-            state = self.load(store, job_key)
-            if state is None:
-                store.delete(due_key, logged=False)
-                continue
-            known = due_key if due_us == state.next_emit_us else None
-            self._emit_due(store, out, partition, job_key, state, now_us, known)
+            try:
+                state = self.load(store, job_key)
+                if state is None:
+                    store.delete(due_key, logged=False)
+                    continue
+                known = due_key if due_us == state.next_emit_us else None
+                self._emit_due(store, out, partition, job_key, state, now_us, known)
+            except (StateError, DependencyDown):
+                raise  # the store or a dependency, not this job: the runtime's to handle
+            except Exception as exc:
+                self._failed_job(partition, job_key, exc)
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self._due_floor[store]:
             self._due_floor[store] = kept
@@ -358,9 +369,22 @@ class SchedulerLogic:
             store.put(keys.BACKFILL_END, b"", logged=False)
         for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END)):
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
-            more |= self._backfill_chunk(store, out, partition, job_key, now_us)
+            try:
+                more |= self._backfill_chunk(store, out, partition, job_key, now_us)
+            except (StateError, DependencyDown):
+                raise
+            except Exception as exc:
+                self._failed_job(partition, job_key, exc)
         self._quarantine_jobs(store, out, partition, now_us)
         return more
+
+    def _failed_job(self, partition: int, job_key: str, exc: Exception) -> None:
+        """One job's tick raised (a bug met by its input): it is quarantined, the tick goes on
+        with the others. Runs it emitted before it raised stay emitted."""
+        log.error("job %s: its tick failed, it is quarantined", job_key, exc_info=exc)
+        self.counters.failed_ticks += 1
+        reason = f"the scheduler failed on it ({type(exc).__name__}: {exc})"
+        self._to_quarantine.setdefault(partition, {}).setdefault(job_key, reason)
 
     def _emit_due(
         self, store: Store, out: Output, partition: int, job_key: str, state: JobState,
