@@ -166,8 +166,8 @@ class ScheduleSpec(_Strict):
     @field_validator("every")
     @classmethod
     def _positive_interval(cls, value: float | None) -> float | None:
-        if value is not None and value < 0.001:
-            raise ValueError("must be at least 1 ms")
+        if value is not None and value < 1:  # a run id names its second: two in one collide
+            raise ValueError("must be at least 1 s (runs are identified to the second)")
         return value
 
     @model_validator(mode="after")
