@@ -24,6 +24,7 @@ from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Delivery, Outcome, OutcomeKind
 from schedulerstream.targets.breaker import CircuitBreaker, Permit
 from schedulerstream.targets.envelope import envelope_bytes
+from schedulerstream.targets.resolver import LOOKUP_TENANT, TenantResolver
 from schedulerstream.targets.signing import secret_key, webhook_headers
 from schedulerstream.targets.ssrf import (
     BlockedAddressError,
@@ -80,7 +81,8 @@ class HttpSender:
     timeouts, connection errors) of one tenant's attempts to one host open that tenant's
     breaker for the host for ``breaker_cool_down`` seconds (another tenant's URLs on the same
     host may be healthy: its runs are not failed for them); None disables breakers.
-    ``resolver`` replaces the threaded resolver the guard wraps.
+    ``resolver`` replaces the one the guard wraps (``TenantResolver``: lookups on a pool of
+    their own, a bounded share of it per tenant).
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class HttpSender:
         self._stalls.ensure_started()
         loop_started = asyncio.get_running_loop().time()
         outcome: Outcome | None = None
+        LOOKUP_TENANT.set(delivery.tenant)  # this attempt's task: its DNS lookup's share
         try:
             outcome = await self._attempt(delivery, target_config, url, started)
             if outcome.kind == "timed_out" and self._stalls.stalled_since(loop_started):
@@ -245,7 +248,7 @@ class HttpSender:
         if self._session is None:
             if self._closed:
                 raise RuntimeError("HttpSender is closed")
-            inner = self._inner_resolver or aiohttp.ThreadedResolver()
+            inner = self._inner_resolver or TenantResolver()
             self._resolver = inner if self.allow_private else GuardedResolver(inner)
             connector = aiohttp.TCPConnector(
                 limit=self._limit,
