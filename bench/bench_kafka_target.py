@@ -2,9 +2,12 @@
 
 The same one-shot jobs (key = job id, a small JSON payload, a Kafka topic as target) are fired
 by the peer (bench/peer: a Go timer heap producing each record at its due time, acks=all,
-idempotent, no transactions) and by ``schedulerstream scheduler`` + ``dispatcher`` (``at``
-jobs put with the Publisher as ``schedules put`` does; the dispatcher produces the record in
-its transaction). Each side gets its own target topic and, for ours, a fresh stack.
+idempotent, no transactions), by the same peer firing exactly once (``txn_peer``: each round
+of due jobs one transaction with the records and a "fired" record per job on a state topic,
+committed as soon as they are acknowledged: the like-for-like floor of an exactly-once
+scheduler) and by ``schedulerstream scheduler`` + ``dispatcher`` (``at`` jobs put with the
+Publisher as ``schedules put`` does; the dispatcher produces the record in its transaction).
+Each side gets its own target topic and, for ours, a fresh stack.
 
 - ``burst``: N jobs due at one instant (20,000 quick, 100,000 full) → drain seconds (last
   arrival − instant), drain rate, p50/p99 lateness.
@@ -221,14 +224,27 @@ def _drain_timeout(load: Load) -> float:
     return spread_s + 120 + load.count / 200
 
 
-def fire_peer(base: Settings, log_dir: Path, binary: Path, load: Load) -> dict[str, Any]:
-    """The Go peer fires ``load`` to its own target topic; its lateness and CPU."""
+def create_state(settings: Settings, topic: str) -> None:
+    admin = AdminClient(clients.base_config(settings))
+    spec = NewTopic(topic, settings.partitions, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([spec])[topic].result(30)
+
+
+def fire_peer(
+    base: Settings, log_dir: Path, binary: Path, load: Load, transactional: bool = False
+) -> dict[str, Any]:
+    """The Go peer fires ``load`` to its own target topic (``transactional``: exactly once,
+    with a state record per job); its lateness and CPU."""
     settings = fresh(base, apply=False)
     topic = settings.topic("target")
+    command = [str(binary), "-brokers", settings.bootstrap_servers]
     proc: subprocess.Popen[bytes] | None = None
     watch: TargetWatch | None = None
     try:
         create_target(settings, topic)
+        if transactional:
+            create_state(settings, settings.topic("peer-state"))
+            command += ["-state-topic", settings.topic("peer-state")]
         watch = TargetWatch(settings, topic)
         start_ms = math.ceil(time.time() + PEER_LEAD_S) * 1000
         dues = load.dues(start_ms)
@@ -237,7 +253,7 @@ def fire_peer(base: Settings, log_dir: Path, binary: Path, load: Load) -> dict[s
                                      for k, d in dues.items()))  # fmt: skip
         log = (log_dir / f"peer-{load.name}.log").open("ab")
         proc = subprocess.Popen(
-            [str(binary), "-brokers", settings.bootstrap_servers, "-jobs", str(jobs_path)],
+            [*command, "-jobs", str(jobs_path)],
             stdout=subprocess.PIPE, stderr=log, start_new_session=True,
         )  # fmt: skip
         log.close()
@@ -381,10 +397,10 @@ def measure(
         figures["kafka_target_peer_skipped"] = why_not
     detail: dict[str, Any] = {}
     for load in loads:
-        for side in ("peer", "ours") if binary is not None else ("ours",):
+        for side in ("peer", "txn_peer", "ours") if binary is not None else ("ours",):
             progress(f"kafka_target {load.name} through {side}")
-            if binary is not None and side == "peer":
-                result = fire_peer(base, log_dir, binary, load)
+            if binary is not None and side != "ours":
+                result = fire_peer(base, log_dir, binary, load, side == "txn_peer")
             else:
                 result = fire_ours(base, log_dir, load)
             progress(_line(side, result))
@@ -398,13 +414,14 @@ def measure(
             figures[f"{prefix}_cpu_s_{side}"] = result["cpu_s"]
             if result["missing"]:
                 figures[f"{prefix}_missing_{side}"] = result["missing"]
-    for name, figure in (("burst_vs_peer", "burst_drain_s"), ("spread_vs_peer", "spread_p99_ms")):
-        peer, ours = (
-            figures.get(f"kafka_target_{figure}_peer"),
-            figures.get(f"kafka_target_{figure}_ours"),
-        )
-        if peer and ours:  # peer / ours: 1 or more means ours is at least as fast or timely
-            figures[f"kafka_target_{name}"] = round(peer / ours, 3)
+    for peer_side in ("peer", "txn_peer"):
+        for load_name, figure in (("burst", "burst_drain_s"), ("spread", "spread_p99_ms")):
+            peer, ours = (
+                figures.get(f"kafka_target_{figure}_{peer_side}"),
+                figures.get(f"kafka_target_{figure}_ours"),
+            )
+            if peer and ours:  # peer / ours: 1 or more means ours is at least as fast or timely
+                figures[f"kafka_target_{load_name}_vs_{peer_side}"] = round(peer / ours, 3)
     return figures, detail
 
 

@@ -15,7 +15,8 @@ real receiver), ``burst``
 instant), ``scheduler`` (bench_scheduler: emission rate of a burst without lead, by one process
 and then by two of its group, state bytes per job, cold restore, takeover after kill -9;
 100,000 jobs quick, 1,000,000 full), ``kafka_target``
-(bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer),
+(bench_kafka_target: one-shot Kafka-target jobs at one instant and at 1,000/s, ours vs a Go peer
+and the same peer firing exactly once in transactions),
 ``failover`` (bench_failover: kill -9 of one of two schedulers, then of one of two dispatchers,
 standbys on, 200 runs/s: takeover and the lateness of the runs due in the 10 s after),
 ``partition`` (bench_partition: one scheduler partition of 400,000 jobs, as at 50M jobs on 128

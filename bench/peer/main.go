@@ -7,7 +7,12 @@
 // when loaded and connected ({"event":"ready",...}) and one when every record is acknowledged
 // ({"event":"done",...}), each with the CPU seconds it has used so far (getrusage).
 //
-//	go build -o /tmp/peer . && /tmp/peer -brokers 127.0.0.1:39292 -jobs jobs.tsv
+// With -state-topic it fires exactly once, like for like with schedulerstream's emission: each
+// round of due jobs is one transaction holding their records and, per job, a "fired" record
+// (key = id, value = due ms) on the state topic, which a restarted peer would read back so as
+// not to fire a job twice. The transaction commits as soon as its records are acknowledged.
+//
+//	go build -o /tmp/peer . && /tmp/peer -brokers 127.0.0.1:39292 -jobs jobs.tsv [-state-topic t]
 package main
 
 import (
@@ -88,9 +93,23 @@ func say(fields map[string]any) {
 	fmt.Println(string(line))
 }
 
+// commit flushes the open transaction and commits it; any failure ends the peer (a bench run
+// with a lost round would measure nothing).
+func commit(ctx context.Context, client *kgo.Client) {
+	if err := client.Flush(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "flush:", err)
+		os.Exit(1)
+	}
+	if err := client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		fmt.Fprintln(os.Stderr, "commit:", err)
+		os.Exit(1)
+	}
+}
+
 func main() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "comma-separated bootstrap servers")
 	path := flag.String("jobs", "-", "the jobs file ('-': stdin)")
+	stateTopic := flag.String("state-topic", "", "fire in transactions, recording each job here")
 	flag.Parse()
 
 	input := io.Reader(os.Stdin)
@@ -108,10 +127,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	client, err := kgo.NewClient(
+	options := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	}
+	transactional := *stateTopic != ""
+	if transactional {
+		options = append(options, kgo.TransactionalID(fmt.Sprintf("bench-peer-%d", os.Getpid())))
+	}
+	client, err := kgo.NewClient(options...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -142,15 +166,28 @@ func main() {
 			<-timer.C
 		}
 		now := time.Now().UnixMilli()
+		if transactional {
+			if err := client.BeginTransaction(); err != nil {
+				fmt.Fprintln(os.Stderr, "begin:", err)
+				os.Exit(1)
+			}
+		}
 		for jobs.Len() > 0 && jobs[0].dueMs <= now {
 			next := heap.Pop(&jobs).(job)
 			maxLagMs = max(maxLagMs, now-next.dueMs)
+			due := []byte(strconv.FormatInt(next.dueMs, 10))
 			client.Produce(ctx, &kgo.Record{
 				Topic:   next.topic,
 				Key:     []byte(next.id),
 				Value:   next.payload,
-				Headers: []kgo.RecordHeader{{Key: "due-ms", Value: []byte(strconv.FormatInt(next.dueMs, 10))}},
+				Headers: []kgo.RecordHeader{{Key: "due-ms", Value: due}},
 			}, done)
+			if transactional {
+				client.Produce(ctx, &kgo.Record{Topic: *stateTopic, Key: []byte(next.id), Value: due}, done)
+			}
+		}
+		if transactional {
+			commit(ctx, client)
 		}
 	}
 	if err := client.Flush(ctx); err != nil {
