@@ -40,6 +40,7 @@ from schedulerstream.scheduler.timers import (
 from schedulerstream.timing import Schedule
 
 MAX_VERSION = (1 << 63) - 1
+TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
 
 
 class Store(Protocol):
@@ -104,6 +105,7 @@ class SchedulerLogic:
         self.timers = timers
         self.instance = instance
         self.due_batch = due_batch
+        self.emitted_bytes = 0  # of run records, ever (a tick's share bounds the tick)
         self.backfill_chunk = backfill_chunk
         self.plans = PlanCache(
             lambda data: codec.decode_as("JobDefinition", data),
@@ -349,7 +351,13 @@ class SchedulerLogic:
         more = len(due) >= self.due_batch
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
         self._due_floor[store] = due[-1] if more else upper
-        for due_key in due:
+        emitted = self.emitted_bytes
+        for n, due_key in enumerate(due):
+            if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
+                self._due_floor[store] = due_key
+                more = True
+                due = due[:n]
+                break
             due_us, job_key = keys.parse_due_key(due_key)
             try:
                 state = self.load(store, job_key)
@@ -368,6 +376,9 @@ class SchedulerLogic:
         if store.get(keys.BACKFILL_END) is None:
             store.put(keys.BACKFILL_END, b"", logged=False)
         for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END)):
+            if self.emitted_bytes - emitted >= TICK_BYTES:
+                more = True
+                break
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
             try:
                 more |= self._backfill_chunk(store, out, partition, job_key, now_us)
@@ -414,7 +425,7 @@ class SchedulerLogic:
         state = old.copy()
         plan = self.plan_of(job_key, state)
         cursor = state.backfills[0]
-        for _ in range(self.backfill_chunk):
+        for _ in range(plan.runs_per_tick(self.backfill_chunk)):
             instant = _next_after(plan.schedule, cursor.next_after_us)
             if instant is None or instant >= cursor.end_us:
                 state.backfills.pop(0)
@@ -451,6 +462,7 @@ class SchedulerLogic:
             self._not_emitted(out, partition, plan, e, reason, now_us)
             return
         out.produce(self.topics.runs, e.run_id.encode(), value, partition, origin=plan.key)
+        self.emitted_bytes += len(value)
         self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
 
     def _run_record(self, plan: JobPlan, e: Emission, now_us: int) -> bytes:

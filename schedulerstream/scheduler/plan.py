@@ -17,6 +17,8 @@ from schedulerstream.timing.at import AtSchedule
 from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.spec import schedule_of
 
+JOB_TICK_BYTES = 16 << 20  # of run records, one job in one tick
+
 
 @dataclass(frozen=True, slots=True)
 class JobPlan:
@@ -36,6 +38,12 @@ class JobPlan:
     lead_us: int = 0
     run_parts: RunParts = (b"", b"", b"")  # records.run_parts of this job
     dispatch_spec_json: str | None = None
+
+    def runs_per_tick(self, cap: int) -> int:
+        """At most ``cap`` runs, and no more than ``JOB_TICK_BYTES`` of them, a tick (a job of
+        large payloads catching up emits in many ticks, not one huge transaction)."""
+        size = len(self.definition) + len(self.payload_json or "") + 256
+        return max(1, min(cap, JOB_TICK_BYTES // size))
 
     def jitter_of(self, run_id: str) -> int:
         """Deterministic, bounded delay in ``[0, jitter)`` for one run."""

@@ -94,7 +94,7 @@ def advance(
 
     late: list[int] = []
     chosen: list[tuple[int, int, str, str]] = []  # on time first; the late are put before
-    budget = timers.count_cap
+    budget = plan.runs_per_tick(timers.count_cap)
     while budget > 0:
         instant = next_after(schedule, cursor)
         if instant is None:

@@ -62,3 +62,46 @@ def test_a_job_whose_tick_raises_is_quarantined_and_the_others_fire_on(tmp_path:
     assert (paused["job_id"], paused["paused"], paused["version"]) == ("j1", True, 2)
     assert "the scheduler failed on it (ValueError: a bug met" in paused["paused_reason"]
     assert h.logic.counters.failed_ticks == 1  # paused at once: its tick is not tried again
+
+
+def test_a_job_of_large_payloads_catching_up_emits_a_bounded_share_each_tick() -> None:
+    """An hour of a 1-s job's runs, 200 KB each, would be one 720 MB tick; 16 MiB a tick
+    emits them over many ticks, every one of them."""
+    h = Harness()
+    h.now = us("2025-01-06T10:00:00.5Z")
+    payload = {"blob": "x" * 100_000}
+    job = definition(1, schedule={"every": 1}, misfire_policy="catch_up",
+                     catch_up_window=3600, payload=payload)  # fmt: skip
+    h.put(job, ts=us("2025-01-06T09:00:00Z"))
+    plan = h.logic.plan_of("acme/j1", h.logic.load(h.store, "acme/j1"))
+    per_tick = plan.runs_per_tick(10_000)
+    assert 50 < per_tick < 120  # a run record holds the payload twice (its definition)
+
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    assert len(h.out.runs()) == per_tick
+    ticks, seen = 1, 0
+    while len(h.out.runs()) > seen:  # the next ticks (each 50 ms later, live) go on
+        seen = len(h.out.runs())
+        h.logic.on_tick(h.store, h.out, 0, h.now)
+        ticks += 1
+    ids = h.run_ids()
+    assert len(ids) == len(set(ids)) == 3601  # 09:00:00 .. 10:00:00 and 10:00:01 ahead
+    assert ticks > 3600 // per_tick
+
+
+def test_a_tick_past_its_byte_budget_leaves_the_next_jobs_to_the_next_tick(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr("schedulerstream.scheduler.logic.TICK_BYTES", 1)
+    h = Harness()
+    h.now = us("2025-01-06T10:00:30Z")
+    for job in ("j1", "j2", "j3"):
+        h.put(definition(1, job_id=job), key=f"acme/{job}".encode())
+    h.now = us("2025-01-06T10:00:59.5Z")
+
+    found = []
+    while h.logic.on_tick(h.store, h.out, 0, h.now):
+        found.append(len(h.out.runs()))
+    found.append(len(h.out.runs()))
+
+    assert found == [1, 2, 3]
