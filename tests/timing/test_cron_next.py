@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -195,3 +196,15 @@ def test_memo_returns_same_answer() -> None:
     schedule = parse_cron("0 * * * *", "America/New_York")
     after = z("2024-03-10T06:30:00Z")
     assert schedule.next_after(after) == schedule.next_after(after) == z("2024-03-10T07:00:00Z")
+
+
+def test_a_cron_that_only_names_a_dst_gap_it_skips_never_fires_and_says_so_quickly() -> None:
+    """02:30 on the second Sunday of March is always in New York's spring gap: with
+    dst_gap=skip it never fires. The search stops after one 400-year calendar cycle (it walked
+    to year 9999: ~8 s the first time in a zone, ~50 ms each time after)."""
+    schedule = parse_cron("30 2 ? 3 SUN#2", "America/New_York", dst_gap="skip")
+    started = time.perf_counter()
+    assert schedule.next_after(1_765_000_000_000_000) is None
+    assert time.perf_counter() - started < 5.0
+    leap_day = parse_cron("0 0 29 2 *", "UTC")  # a date of every fourth year is still found
+    assert leap_day.next_after(1_765_000_000_000_000) == 1_835_395_200_000_000  # 2028-02-29
