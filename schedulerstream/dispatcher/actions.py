@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from schedulerstream.dispatch_spec import TargetConfig
-from schedulerstream.model import HttpTarget, KafkaTarget, SqsTarget
+from schedulerstream.model import HttpTarget, KafkaTarget, SqsTarget, WorkerTarget
 from schedulerstream.targets.base import Delivery
 
 
@@ -45,6 +45,12 @@ def target_host(target: TargetConfig) -> str | None:
     else:
         return None
     return urlsplit(url).netloc.lower() or None
+
+
+def waits_for_ready(target: TargetConfig) -> bool:
+    """Does a start to ``target`` wait until the dispatcher knows where it goes (a Kafka
+    record: its topic's metadata; a worker offer: its pool's work topic)?"""
+    return isinstance(target, KafkaTarget | WorkerTarget)
 
 
 def in_transaction(target: TargetConfig) -> bool:

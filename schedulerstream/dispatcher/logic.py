@@ -21,7 +21,13 @@ from schedulerstream import notices
 from schedulerstream.codec import Codec
 from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.dispatcher.actions import Action, Cancel, Start, in_transaction, target_host
+from schedulerstream.dispatcher.actions import (
+    Action,
+    Cancel,
+    Start,
+    target_host,
+    waits_for_ready,
+)
 from schedulerstream.dispatcher.aftermath import after_finish
 from schedulerstream.dispatcher.context import NO_OUTPUT, PartitionContext
 from schedulerstream.dispatcher.events import EventWriter, Output
@@ -259,8 +265,8 @@ class DispatchLogic:
         self.counters.accepted += 1
         self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
         self.enqueue(pc, run, run.not_before_us)
-        if self._ready is not None and in_transaction(spec.target):
-            self._ready(spec.target)  # asks for the topic's metadata now, well before it is due
+        if self._ready is not None and waits_for_ready(spec.target):
+            self._ready(spec.target)  # asks for its topic now, well before it is due
 
     def _spec(self, rec: dict[str, Any]) -> DispatchSpec:
         """The run's spec: the one it carries, else its definition snapshot's."""

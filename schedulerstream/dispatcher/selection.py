@@ -24,7 +24,13 @@ from collections.abc import Callable
 
 from schedulerstream.dispatch_spec import DispatchSpec, TargetConfig
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.dispatcher.actions import Action, Start, in_transaction, target_host
+from schedulerstream.dispatcher.actions import (
+    Action,
+    Start,
+    in_transaction,
+    target_host,
+    waits_for_ready,
+)
 from schedulerstream.dispatcher.context import PartitionContext
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.records import RunRecord
@@ -103,8 +109,8 @@ class FairSelection:
         record = in_transaction(target)
         if not record and self.limits.full():
             return "blocked"  # before the overlap policy is asked, as when full stopped a tick
-        if record and self._ready is not None and not self._ready(target):
-            return "blocked"  # asked within the arm window, so known by its due time
+        if self._ready is not None and waits_for_ready(target) and not self._ready(target):
+            return "blocked"  # a record: asked within the arm window, so known by its due time
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
             return "blocked"  # due soon, but it starts only when due
         if record and budget[1] <= 0:

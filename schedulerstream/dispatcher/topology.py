@@ -43,6 +43,7 @@ from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
 from schedulerstream.dispatcher.records import RunRecord
+from schedulerstream.dispatcher.work_topics import WorkTopics
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.ingest import job_key_from_record_key
@@ -117,7 +118,7 @@ class DispatcherTopology(Topology):
             settings.instance_id,
             weights=self.tenants.weights,
             arm_us=round(min(settings.dispatch_arm_ms, ttl_ms / 2) * 1000),
-            ready=self.kafka.ready,
+            ready=self._ready,
         )
         self.executor = executor or _deliveries(settings)
         self.executor.set_gate(self.limits, ttl_ms / 1000)
@@ -131,7 +132,7 @@ class DispatcherTopology(Topology):
         self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
         self.worker_events_topic = settings.topics.worker_events
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
-        self._work_topics: dict[str, str] = {}  # pool → its topic, known to exist
+        self.work_topics = WorkTopics(lambda pool: ensure_work_topic(settings, pool).name)
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._stale: set[int] = set()  # partitions whose in-memory queues a failed tick left
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
@@ -326,6 +327,7 @@ class DispatcherTopology(Topology):
         self.executor.close()
         self.tenants.close()
         self.kafka.close()
+        self.work_topics.close()
 
     # -- actions ------------------------------------------------------------------------
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
@@ -374,13 +376,13 @@ class DispatcherTopology(Topology):
         origin = f"{run.run_id}#{start.delivery.attempt}"
         refused = ctx.failed(origin)
         if refused is not None:  # the work topic was deleted, say: created again next time
-            self._work_topics.pop(config.pool, None)
+            self.work_topics.forget(config.pool)
             ctx.isolated("worker_offer", f"{run.run_id}: {refused}")
             self._settle(ctx, start, Outcome("failed", f"worker pool {config.pool!r}: {refused}",
                                              True, 0))  # fmt: skip
             return
         try:
-            topic = self._work_topic(config.pool)  # created (a blocking call) on first use
+            topic = self.work_topics.topic(config.pool)  # made sure of off the loop (ready)
         except SchedulerStreamError as exc:
             reason = f"worker pool {config.pool!r}: no work topic ({exc})"
             self._settle(ctx, start, Outcome("failed", reason, True, 0))
@@ -393,15 +395,16 @@ class DispatcherTopology(Topology):
 
     def _tell_worker(self, ctx: TaskContext, lease: Lease, reason: str) -> None:
         """A cancel record for ``lease``'s attempt on its pool's topic."""
-        topic = self._work_topics.get(lease.pool) or self.settings.topics.work(lease.pool)
+        topic = self.settings.topics.work(lease.pool)
         value = cancel_value(lease.run_id, lease.attempt, reason, ctx.partition)
         ctx.produce(topic, lease.run_id.encode(), value, None)
 
-    def _work_topic(self, pool: str) -> str:
-        topic = self._work_topics.get(pool)
-        if topic is None:
-            topic = self._work_topics[pool] = ensure_work_topic(self.settings, pool).name
-        return topic
+    def _ready(self, target: Any) -> bool:
+        """May a start to ``target`` go now: a Kafka target's metadata, a worker pool's topic
+        is in (asked for, off the loop, when not)."""
+        if isinstance(target, WorkerConfig):
+            return self.work_topics.ready(target.pool)
+        return self.kafka.ready(target)
 
     def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
         """An attempt that ended as it started (Kafka, refused)."""

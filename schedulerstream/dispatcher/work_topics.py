@@ -1,0 +1,96 @@
+"""The work topics of worker pools, made sure of on a thread of their own.
+
+A pool's ``work.<pool>`` topic is created on its first use: a few admin round trips, each up
+to 30 s when the cluster is slow. Made on the dispatcher's loop, one tenant naming many new
+pools (or one the cluster refuses) held every tenant's runs for them, run after run. Here the
+loop only asks (``ready``) and reads the answer (``topic``); a start to a pool waits in its
+queue until the answer is in, as a Kafka record waits for its topic's metadata.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from schedulerstream.errors import SchedulerStreamError
+
+RETRY_AFTER_S = 5.0  # a pool whose topic could not be made is tried again after this
+MAX_FAILED = 10_000
+
+
+class WorkTopics:
+    """``ensure(pool)`` → the pool's topic name, run on a daemon thread, one pool at a time."""
+
+    def __init__(self, ensure: Callable[[str], str],
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self._ensure = ensure
+        self._clock = clock
+        self._known: dict[str, str] = {}
+        self._failed: dict[str, tuple[float, str]] = {}  # pool → (retry after, why)
+        self._asked: list[str] = []
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def ready(self, pool: str) -> bool:
+        """Is there an answer for ``pool`` (its topic, or why it has none)? Asks if not."""
+        with self._wake:
+            if pool in self._known:
+                return True
+            failed = self._failed.get(pool)
+            if failed is not None and failed[0] > self._clock():
+                return True
+            if len(self._failed) > MAX_FAILED:  # bounded: the expired go
+                now = self._clock()
+                self._failed = {k: v for k, v in self._failed.items() if v[0] > now}
+            if pool not in self._asked:
+                self._asked.append(pool)
+                self._start()
+                self._wake.notify()
+            return False
+
+    def topic(self, pool: str) -> str:
+        """The pool's topic; SchedulerStreamError naming why when it could not be made (or
+        when no answer is in yet)."""
+        with self._wake:
+            name = self._known.get(pool)
+            if name is not None:
+                return name
+            failed = self._failed.get(pool)
+        raise SchedulerStreamError(failed[1] if failed else "its work topic is not known yet")
+
+    def forget(self, pool: str) -> None:
+        """The pool's topic refused a record (deleted, say): make sure of it again."""
+        with self._wake:
+            self._known.pop(pool, None)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="work-topics", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._asked and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                pool = self._asked[0]
+            try:
+                name, why = self._ensure(pool), None
+            except Exception as exc:  # the cluster's answer, kept for the runs to report
+                name, why = None, f"{type(exc).__name__}: {exc}"
+            with self._wake:
+                self._asked.remove(pool)
+                if name is not None:
+                    self._known[pool] = name
+                    self._failed.pop(pool, None)
+                else:
+                    self._failed[pool] = (self._clock() + RETRY_AFTER_S, str(why))

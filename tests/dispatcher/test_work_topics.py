@@ -1,0 +1,88 @@
+"""WorkTopics: a worker pool's topic is made sure of off the dispatcher's loop; a slow or
+failing cluster answer holds only that pool's starts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from schedulerstream.clock import ManualClock
+from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
+from schedulerstream.dispatcher.work_topics import RETRY_AFTER_S, WorkTopics
+from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.runtime.context import TaskContext
+from schedulerstream.runtime.store import RocksStore
+from schedulerstream.settings import Settings
+from schedulerstream.tenants.policy import TenantPolicy
+from tests.support.waits import wait_until
+
+from .harness import T0, run_id, run_triggered
+from .test_tick_failure import Injected
+
+
+def test_the_loop_asks_and_never_waits_for_the_cluster() -> None:
+    release = threading.Event()
+    asked: list[str] = []
+
+    def ensure(pool: str) -> str:
+        asked.append(pool)
+        if pool == "slow":
+            release.wait(30)
+        if pool == "refused":
+            raise SchedulerStreamError("TOPIC_AUTHORIZATION_FAILED")
+        return f"work.{pool}"
+
+    now = [100.0]
+    topics = WorkTopics(ensure, clock=lambda: now[0])
+    try:
+        started = time.monotonic()
+        assert not topics.ready("slow")
+        assert not topics.ready("fast")  # asked behind the slow one, on the same thread
+        assert time.monotonic() - started < 0.5
+        release.set()
+        wait_until(lambda: topics.ready("fast"), 10, "the fast pool's answer")
+        assert topics.topic("fast") == "work.fast"
+        wait_until(lambda: topics.ready("refused"), 10, "the refusal")
+        try:
+            topics.topic("refused")
+            raise AssertionError("a refused pool has no topic")
+        except SchedulerStreamError as exc:
+            assert "TOPIC_AUTHORIZATION_FAILED" in str(exc)
+        assert topics.ready("refused") and asked.count("refused") == 1  # the answer is kept
+        now[0] += RETRY_AFTER_S + 1  # for a while, then asked again
+        assert not topics.ready("refused")
+        wait_until(lambda: asked.count("refused") == 2, 10, "the second ask")
+    finally:
+        topics.close()
+
+
+def test_a_pool_whose_topic_is_slow_holds_back_only_its_own_runs(tmp_path: Path) -> None:
+    release = threading.Event()
+    executor = Injected()
+    topology = DispatcherTopology(Settings(data_dir=tmp_path), executor=executor,
+                                  tenants=TenantPolicy())  # fmt: skip
+    topology.work_topics = WorkTopics(lambda pool: release.wait(30) and f"work.{pool}")
+    store = RocksStore.open(tmp_path / "store")
+    ctx = TaskContext(0, store, ManualClock(T0), None, "test")
+    try:
+        now = T0 + 1_000
+        out = ContextOutput(ctx)
+        worker = run_triggered(tenant="pool", target={"type": "worker", "pool": "etl"})
+        topology.logic.on_run(store, out, 0, worker, now)
+        topology.logic.on_run(store, out, 0, run_triggered(tenant="web"), now)
+        started = time.monotonic()
+        topology.punctuate(ctx, now)
+        assert time.monotonic() - started < 1.0  # the loop did not wait for the cluster
+        status = {t: topology.logic.load(store, run_id(tenant=t)).status.value
+                  for t in ("pool", "web")}  # fmt: skip
+        assert status == {"pool": "queued", "web": "in_flight"}
+        release.set()
+        wait_until(lambda: topology.work_topics.ready("etl"), 10, "the pool's topic")
+        topology.punctuate(ctx, now + 1_000)
+        assert topology.logic.load(store, run_id(tenant="pool")).status.value == "in_flight"
+        offers = [o for o in ctx.outputs if o.topic == "work.etl"]
+        assert len(offers) == 1, [o.topic for o in ctx.outputs]
+    finally:
+        topology.close()
+        store.close()
