@@ -39,6 +39,7 @@ def _matcher(fields: CronFields) -> FieldMatcher:
 # zone, then ~50 ms every time its job was planned.
 NEVER_AFTER_S = 146_097 * SECONDS_PER_DAY + 366 * SECONDS_PER_DAY
 
+
 class CronSchedule:
     """A cron expression in an IANA zone with a resolved DST policy; immutable, thread-safe."""
 
