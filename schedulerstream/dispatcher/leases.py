@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from schedulerstream.contracts.worker import WorkerEvent
@@ -36,6 +37,13 @@ from schedulerstream.targets.envelope import iso_utc
 INDEX = b"lease/"
 _INDEX_HEAD = len(b"lease/0000000000000000/")
 _NEVER = 1 << 63
+# (run id, its step) → the error the step raised, kept to that run, or None
+Contain = Callable[[str, Callable[[], None]], Exception | None]
+
+
+def _run(run_id: str, step: Callable[[], None]) -> Exception | None:
+    step()
+    return None
 
 
 @dataclass(slots=True)
@@ -141,10 +149,11 @@ class WorkerLeases:
         return self.logic.on_outcome(store, out, partition, lease.run_id, lease.attempt,
                                      outcome, now_us)  # fmt: skip
 
-    def expire(self, store: StateStore, out: Output, partition: int,
-               now_us: int) -> list[Lease]:  # fmt: skip
+    def expire(self, store: StateStore, out: Output, partition: int, now_us: int,
+               contain: Contain = _run) -> list[Lease]:  # fmt: skip
         """End the leases whose time passed (at most ``expire_budget``); returns them, so the
-        caller tells their workers to stop. A partition without a lease due costs no scan."""
+        caller tells their workers to stop. A partition without a lease due costs no scan.
+        ``contain`` runs each lease's end, keeping a failure to its run (None: it ended)."""
         if now_us < self._next_due.get(partition, 0):
             return []
         due = list(itertools.islice(store.range(INDEX, index_key(now_us + 1, "")),
@@ -155,10 +164,14 @@ class WorkerLeases:
             lease = self.get(store, key[_INDEX_HEAD:].decode())
             if lease is None or index_key(lease.until_us, lease.run_id) != key:
                 continue  # a stale index entry
-            self.end(store, partition, lease)
-            self.logic.on_outcome(store, out, partition, lease.run_id, lease.attempt,
-                                  self._expiry(lease, now_us), now_us)  # fmt: skip
-            expired.append(lease)
+
+            def end(lease: Lease = lease) -> None:
+                self.end(store, partition, lease)
+                self.logic.on_outcome(store, out, partition, lease.run_id, lease.attempt,
+                                      self._expiry(lease, now_us), now_us)  # fmt: skip
+
+            if contain(lease.run_id, end) is None:
+                expired.append(lease)
         if len(due) < self.expire_budget:  # all due ones ended: the earliest left is next
             first = next(store.range(INDEX, prefix_end(INDEX)), None)
             self._next_due[partition] = _NEVER if first is None else int(first[0][6:22], 16)
@@ -196,6 +209,22 @@ class WorkerLeases:
         self._slots.setdefault(partition, {})[run.run_id] = run.tenant
         self.counters["adopted"] += 1
         return True
+
+    def slots(self, partition: int) -> list[str]:
+        """The runs of ``partition`` whose worker attempt holds a Limits slot."""
+        return list(self._slots.get(partition, ()))
+
+    def drop_slot(self, partition: int, run_id: str) -> bool:
+        """Give back the slot of ``run_id``'s offer (its lease was undone); False if none."""
+        tenant = self._slots.get(partition, {}).pop(run_id, None)
+        if tenant is None:
+            return False
+        self.limits.release(tenant, None)
+        return True
+
+    def restart(self, partition: int) -> None:
+        """The partition's lease index was undone: look for the next due lease again."""
+        self._next_due.pop(partition, None)
 
     def stopped(self, partition: int) -> None:
         """The partition left this process: give back the slots of its worker attempts."""

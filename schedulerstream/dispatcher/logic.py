@@ -355,10 +355,11 @@ class DispatchLogic:
         try:
             delivery = Delivery.from_run(run.run_view(), attempt=run.attempt + 1,
                                          deadline=spec.timeout)  # fmt: skip
-        except ValueError as exc:
+        except (ValueError, TypeError, RecursionError) as exc:  # json.loads of its payload
             run.attempt += 1
             move(run, IN_FLIGHT)
-            self.finish(pc, run, FAILED, now_us, f"the run cannot be sent: its payload: {exc}")
+            reason = f"the run cannot be sent: its payload: {type(exc).__name__}: {exc}"
+            self.finish(pc, run, FAILED, now_us, reason[:1000])
             return None
         run.attempt += 1
         move(run, IN_FLIGHT)

@@ -27,9 +27,10 @@ replaced or expired attempt gets a cancel record on the same work topic.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from schedulerstream.clock import Clock, SystemClock
@@ -44,7 +45,7 @@ from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.work_topics import WorkTopics
-from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.errors import DependencyDown, SchedulerStreamError, StateError
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.ingest import job_key_from_record_key
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
@@ -135,6 +136,8 @@ class DispatcherTopology(Topology):
         self.work_topics = WorkTopics(lambda pool: ensure_work_topic(settings, pool).name)
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._stale: set[int] = set()  # partitions whose in-memory queues a failed tick left
+        self._applying = 0  # actions of this tick's selection ``_apply`` has reached
+        self._settled = False  # the last ``_settle`` gave its start's slot back
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
 
     @property
@@ -201,43 +204,80 @@ class DispatcherTopology(Topology):
             self.logic.reindex(ctx.store, partition)
         applied = self._completed.pop(partition, [])
         unsent = len(self._unsent[partition])
+        offered = set(self.leases.slots(partition))
         selection = self.logic.selection
         selection.actions = []
+        self._applying = 0
         try:
             self._tick(ctx, applied, now_us)
         except Exception:
-            # The processor undoes this tick's store changes and records, so its starts are
-            # not sent (their slots are free again), its outcomes apply again next tick (the
-            # one that failed as a plain failure) and the in-memory queues are rebuilt.
-            for start in selection.actions:
-                if isinstance(start, Start) and not in_transaction(start.target):
-                    self.limits.release(start.tenant, start.host)
-            del self._unsent[partition][unsent:]
-            self._completed[partition][:0] = applied
-            self._stale.add(partition)
+            self._undo_tick(partition, applied, unsent, offered)
             raise
         self._applied[partition].extend(applied)
 
+    def _undo_tick(self, partition: int, applied: list[Completion], unsent: int,
+                   offered: set[str]) -> None:  # fmt: skip
+        """The processor undoes a failed tick's store changes and records; this undoes what
+        they held in memory. Its starts are not sent and give their slots back (those
+        ``_apply`` did not reach, those waiting to be sent, the worker offers), its outcomes
+        apply again next tick, and the queues, lease timer and retention scan start over
+        from the store."""
+        for start in selection_starts(self.logic.selection.actions[self._applying :]):
+            self.limits.release(start.tenant, start.host)
+        for start in self._unsent[partition][unsent:]:
+            self.limits.release(start.tenant, start.host)
+        del self._unsent[partition][unsent:]
+        for run_id in set(self.leases.slots(partition)) - offered:
+            self.leases.drop_slot(partition, run_id)
+        self.leases.restart(partition)
+        self.logic.retention.restart(partition)
+        self._completed[partition][:0] = applied
+        self._stale.add(partition)
+
     def _tick(self, ctx: TaskContext, applied: list[Completion], now_us: int) -> None:
         out = ContextOutput(ctx)
-        for i, done in enumerate(applied):
-            assert done.outcome is not None
-            try:
-                self.logic.on_outcome(ctx.store, out, ctx.partition, done.run_id, done.attempt,
-                                      done.outcome, now_us)  # fmt: skip
-            except Exception as exc:
-                log.exception("run %s: its attempt's outcome cannot be recorded", done.run_id)
-                instead = _unrecorded(done, exc)
-                if instead is None:
-                    del applied[i]
-                else:
-                    applied[i] = instead
-                raise
-        for lease in self.leases.expire(ctx.store, out, ctx.partition, now_us):
+        for done in applied:
+            failed = self._record(ctx, done, now_us, "recording its attempt's outcome")
+            instead = None if failed is None else _unrecorded(done, failed)
+            if instead is not None:
+                self._record(ctx, instead, now_us, "recording its attempt's failure")
+        expired = self.leases.expire(ctx.store, out, ctx.partition, now_us,
+                                     functools.partial(self._contained, ctx,
+                                                       what="ending its worker lease"))  # fmt: skip
+        for lease in expired:
             self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
         if self.logic.selection.cut_short:
             ctx.request_tick()
+
+    def _record(self, ctx: TaskContext, done: Completion, now_us: int,
+                what: str) -> Exception | None:  # fmt: skip
+        outcome = done.outcome
+        assert outcome is not None
+
+        def record() -> None:
+            self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, done.run_id,
+                                  done.attempt, outcome, now_us)  # fmt: skip
+
+        return self._contained(ctx, done.run_id, record, what)
+
+    def _contained(self, ctx: TaskContext, run_id: str, call: Callable[[], object],
+                   what: str) -> Exception | None:  # fmt: skip
+        """One run's step of a tick; when it raises (a bug its input met), its store writes
+        and records are undone and it is reported, and the tick goes on with the others.
+        The run stays as it was (re-dispatched when the partition next starts, if it is left
+        in flight). An error of the store or a dependency still fails the tick."""
+        mark = ctx.mark()
+        try:
+            call()
+        except (StateError, DependencyDown):
+            raise
+        except Exception as exc:
+            ctx.undo_to(mark)
+            log.error("run %s: %s failed; its changes were dropped", run_id, what, exc_info=exc)
+            ctx.isolated("dispatch_step", f"{run_id}: {what}: {type(exc).__name__}: {exc}")
+            return exc
+        return None
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         """Changelog → store, rebuilding the queue and active-run keys the log does not hold."""
@@ -332,16 +372,34 @@ class DispatcherTopology(Topology):
     # -- actions ------------------------------------------------------------------------
     def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
         for action in actions:
+            self._applying += 1  # a tick that fails past here: this action settled its slot
             if isinstance(action, Cancel):
-                lease = self.leases.get(ctx.store, action.run_id)
-                if lease is not None and lease.attempt == action.attempt:
-                    self.leases.end(ctx.store, ctx.partition, lease)
-                    run = self.logic.load(ctx.store, action.run_id)
-                    self._tell_worker(ctx, lease, (run and run.last_error) or "cancelled")
-                elif not self._drop_unsent(action):
-                    self.executor.cancel(action.partition, action.run_id, action.attempt)
-            else:
-                self._start(ctx, action)
+                self._cancel(ctx, action)
+                continue
+            self._settled = False
+            start = functools.partial(self._start, ctx, action)
+            if self._contained(ctx, action.delivery.run_id, start, "starting its attempt"):
+                self._unstarted(ctx.partition, action)
+
+    def _cancel(self, ctx: TaskContext, action: Cancel) -> None:
+        lease = self.leases.get(ctx.store, action.run_id)
+        if lease is not None and lease.attempt == action.attempt:
+            self.leases.end(ctx.store, ctx.partition, lease)
+            run = self.logic.load(ctx.store, action.run_id)
+            self._tell_worker(ctx, lease, (run and run.last_error) or "cancelled")
+        elif not self._drop_unsent(action):
+            self.executor.cancel(action.partition, action.run_id, action.attempt)
+
+    def _unstarted(self, partition: int, start: Start) -> None:
+        """A start whose step raised: it is not sent, and its slot (if it took one and still
+        holds it) is free again."""
+        unsent = self._unsent.get(partition, [])
+        if start in unsent:
+            unsent.remove(start)
+        if self.leases.drop_slot(partition, start.delivery.run_id):
+            return  # an offer's slot, given back with its lease
+        if not in_transaction(start.target) and not self._settled:
+            self.limits.release(start.tenant, start.host)
 
     def _start(self, ctx: TaskContext, start: Start) -> None:
         if start.delivery.attempt == 1 and start.delivery.trigger != "backfill":
@@ -408,11 +466,13 @@ class DispatcherTopology(Topology):
 
     def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
         """An attempt that ended as it started (Kafka, refused)."""
-        if not in_transaction(start.target):  # a Kafka record took no slot
-            self.limits.release(start.tenant, start.host)
         d = start.delivery
+        self._settled = False
         self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, d.run_id, d.attempt,
                               outcome, ctx.now_us())  # fmt: skip
+        if not in_transaction(start.target):  # a Kafka record took no slot
+            self.limits.release(start.tenant, start.host)
+            self._settled = True
 
     def _sqs_target(self) -> Sender[Any]:
         if self._sqs is None:
@@ -445,3 +505,10 @@ def _unrecorded(done: Completion, exc: Exception) -> Completion | None:
     reason = f"{_UNRECORDED} ({type(exc).__name__}: {exc}); the target said: {outcome.reason}"
     return done._replace(outcome=Outcome("failed", reason[:1000], outcome.retryable,
                                          outcome.duration_us, outcome.status_code))  # fmt: skip
+
+
+def selection_starts(actions: Sequence[Action]) -> Iterator[Start]:
+    """The starts of ``actions`` that took a Limits slot (not Kafka records)."""
+    for action in actions:
+        if isinstance(action, Start) and not in_transaction(action.target):
+            yield action

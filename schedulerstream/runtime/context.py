@@ -92,6 +92,16 @@ class TaskContext:
         batch's (it may fit on its own)?"""
         return self._quarantine.refused_for_size(self.partition, origin, alone)
 
+    def mark(self) -> tuple[int, int]:
+        """A point of this callback's work (store writes and records) that ``undo_to``
+        returns to: one run's share of a callback that serves many."""
+        return self.store.mark(), len(self.outputs)
+
+    def undo_to(self, mark: tuple[int, int]) -> None:
+        """Drop the store writes and records made since ``mark``."""
+        self.store.rollback_to(mark[0])
+        del self.outputs[mark[1] :]
+
     def isolated(self, kind: str, detail: str) -> None:
         """Report a failure kept to one run or job (logged, counted by ``kind``)."""
         self._quarantine.count(kind, detail)

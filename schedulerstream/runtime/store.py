@@ -64,6 +64,10 @@ class StateStore(Protocol):
 
     def prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def mark(self) -> int: ...
+
+    def rollback_to(self, mark: int) -> None: ...
+
 
 def prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
@@ -270,6 +274,22 @@ class RocksStore:
             else:
                 self._overlay[key] = previous
         undo.clear()
+
+    def mark(self) -> int:
+        """A point within the savepoint that ``rollback_to`` returns to (one item's work in a
+        callback that does several)."""
+        return len(self._undo) if self._undo is not None else 0
+
+    def rollback_to(self, mark: int) -> None:
+        """Undo the overlay changes made since ``mark`` (the savepoint stays open)."""
+        undo = self._undo or []
+        while len(undo) > mark:
+            key, previous = undo.pop()
+            if previous is None:
+                del self._overlay[key]
+                self._sorted_stale = True
+            else:
+                self._overlay[key] = previous
 
     def release(self) -> None:
         """Keep the changes since ``savepoint``."""

@@ -1,5 +1,6 @@
-"""A dispatcher tick that raises on one run's outcome: the processor undoes the tick, and the
-topology gives back what the undo cannot reach, so only that run is affected."""
+"""One run's step that raises in a dispatcher tick (recording an outcome, a start, a Kafka
+record's outcome) is undone and kept to that run; a tick that fails as a whole (its
+selection) gives back what the processor's undo cannot reach."""
 
 from __future__ import annotations
 
@@ -84,8 +85,7 @@ def test_an_outcome_that_cannot_be_recorded_fails_its_run_and_spares_the_others(
     executor.pending = [Completion(0, t, run_id(tenant=t), 1, ok, "example.com:443")
                         for t in tenants]  # fmt: skip
 
-    assert not _tick(topology, ctx, now + 1_000)  # undone: every outcome waits for the next
-    assert _tick(topology, ctx, now + 2_000)
+    assert _tick(topology, ctx, now + 1_000)  # the failure stays the run's: no tick fails
 
     runs = {t: topology.logic.load(ctx.store, run_id(tenant=t)) for t in tenants}
     assert runs["acme"].outcome.value == "succeeded"
@@ -115,3 +115,49 @@ def test_a_failed_tick_sends_none_of_its_starts_and_requeues_their_runs(setup) -
     assert {t: topology.logic.load(ctx.store, run_id(tenant=t)).status
             for t in ("acme", "zeta")} == {"acme": IN_FLIGHT, "zeta": IN_FLIGHT}  # fmt: skip
     assert topology.limits.in_flight == 2
+
+
+def test_a_kafka_record_whose_outcome_cannot_be_recorded_spares_the_other_runs(setup) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    out = ContextOutput(ctx)
+    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme"), now)
+    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    topology.kafka.produce = (  # type: ignore[method-assign]
+        lambda ctx, start, config: Outcome("succeeded", "written", False, 1)
+    )
+    real = topology.logic.on_outcome
+
+    def on_outcome(store: Any, out: Any, partition: int, rid: str, *rest: Any) -> bool:
+        if rid == run_id(tenant="evil"):
+            raise RuntimeError("boom")
+        return real(store, out, partition, rid, *rest)
+
+    topology.logic.on_outcome = on_outcome  # type: ignore[method-assign]
+    for step in range(3):
+        assert _tick(topology, ctx, now + step * 1_000)  # before: every tick failed
+    assert topology.logic.load(ctx.store, run_id(tenant="acme")).status == IN_FLIGHT
+    assert topology.limits.in_flight == 1  # acme's request; the record holds no slot
+
+
+def test_a_failed_tick_gives_back_only_the_slots_its_own_starts_took(setup) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    out = ContextOutput(ctx)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme"), now)
+    assert _tick(topology, ctx, now)
+    topology.after_commit(now / 1e6)
+    assert topology.limits.in_flight == 1  # acme's request, still running
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(1, tenant="zeta"), now)
+    real = topology.logic.on_tick
+
+    def on_tick(*args: Any) -> Any:
+        real(*args)
+        raise RuntimeError("a bug in the selection")
+
+    topology.logic.on_tick = on_tick  # type: ignore[method-assign]
+    assert not _tick(topology, ctx, now + 1_000)
+    assert topology.limits.in_flight == 1  # zeta's slot back, acme's still held
+    assert dict(topology.limits.by_tenant) == {"acme": 1}

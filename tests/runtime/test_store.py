@@ -91,6 +91,23 @@ def test_savepoint_rollback_restores_the_overlay(store: RocksStore) -> None:
     assert [k for k, _ in store.prefix(b"")] == [b"a"]
 
 
+def test_rollback_to_a_mark_undoes_one_items_writes_and_keeps_the_savepoint(
+    store: RocksStore,
+) -> None:
+    store.put(b"a", b"1")
+    store.savepoint()
+    store.put(b"a", b"2")  # the first item's
+    mark = store.mark()
+    store.put(b"a", b"3")  # the second item's
+    store.put(b"c", b"x")
+    store.delete(b"a")
+    store.rollback_to(mark)
+    assert store.get(b"a") == b"2" and store.get(b"c") is None
+    assert [k for k, _ in store.prefix(b"")] == [b"a"]
+    store.rollback()  # the savepoint still undoes the first item
+    assert store.get(b"a") == b"1"
+
+
 def test_logged_flag_sticks_for_a_key(store: RocksStore) -> None:
     store.put(b"a", b"1")
     store.put(b"a", b"2", logged=False)
