@@ -15,13 +15,13 @@ INSTANT_FORMAT = "%Y%m%dT%H%M%SZ"
 
 def check_id(field: str, value: str) -> str:
     """Return ``value`` if it is a valid tenant or job id, else raise naming ``field``."""
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise ValidationError(field, f"{value!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
     return value
 
 
 def check_request_id(value: str) -> str:
-    if not _REQUEST_ID_PATTERN.match(value):
+    if not _REQUEST_ID_PATTERN.fullmatch(value):  # ``$`` alone lets a final newline in
         raise ValidationError("request_id", f"{value!r} must match [A-Za-z0-9._:-]{{1,128}}")
     return value
 

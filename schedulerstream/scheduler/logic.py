@@ -119,6 +119,8 @@ class SchedulerLogic:
         self._due_floor: weakref.WeakKeyDictionary[Store, bytes] = weakref.WeakKeyDictionary()
         # per partition: jobs whose run could not be written, paused when the input is done
         self._to_quarantine: dict[int, dict[str, str]] = {}
+        # jobs whose tick and quarantine both raised: left out of ticks until a new version
+        self._broken: dict[int, set[str]] = {}
 
     def clock(self, partition: int, now_us: int) -> int:
         """``now_us``, never earlier than a "now" this partition already saw.
@@ -208,6 +210,8 @@ class SchedulerLogic:
     ) -> None:  # fmt: skip
         """Apply one cron.schedules record; raises RejectedRecord for bad input."""
         now_us = self.clock(partition, now_us)
+        if self._broken.get(partition):  # a new version (or the delete) is a fresh start
+            self._broken[partition].discard(job_key_from_record_key(key))
         if value is None:
             job_key = job_key_from_record_key(key)
             old = self.load(store, job_key)
@@ -352,6 +356,7 @@ class SchedulerLogic:
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
         self._due_floor[store] = due[-1] if more else upper
         emitted = self.emitted_bytes
+        broken = self._broken.get(partition, ())
         for n, due_key in enumerate(due):
             if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
                 self._due_floor[store] = due_key
@@ -359,6 +364,8 @@ class SchedulerLogic:
                 due = due[:n]
                 break
             due_us, job_key = keys.parse_due_key(due_key)
+            if job_key in broken:
+                continue
             try:
                 state = self.load(store, job_key)
                 if state is None:
@@ -380,6 +387,8 @@ class SchedulerLogic:
                 more = True
                 break
             job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
+            if job_key in broken:
+                continue
             try:
                 more |= self._backfill_chunk(store, out, partition, job_key, now_us)
             except (StateError, DependencyDown):
@@ -504,27 +513,38 @@ class SchedulerLogic:
         new version, which resumes it."""
         jobs = self._to_quarantine.pop(partition, None)
         for job_key, reason in (jobs or {}).items():
-            old = self.load(store, job_key)
-            if old is None or old.paused:
-                continue
-            paused_reason = f"quarantined: {reason}"
-            if len(paused_reason) > MAX_PAUSED_REASON:
-                paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
-            record = self.codec.decode_as("JobDefinition", old.definition)
-            record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
-            value = self.codec.encode("JobDefinition", record)
-            pause_origin = f"{job_key}#pause"
-            if out.failed(pause_origin) is None:  # else the paused version stays local
-                out.produce(self.topics.schedules, job_key.encode(), value, partition,
-                            origin=pause_origin)  # fmt: skip
-            state = old.copy()
-            self._revoke(out, partition, job_key, state, now_us, old.version + 1, paused_reason)
-            state.version, state.definition, state.paused = old.version + 1, value, True
-            plan = self.plans.get(job_key, state.version, value, record)
-            schedule_next(state, plan, _next_after)
-            self.save(store, job_key, old, state)
-            self.counters.quarantined += 1
-            self._notify_paused(out, partition, record, None, None, now_us)
+            try:
+                self._quarantine_job(store, out, partition, job_key, reason, now_us)
+            except (StateError, DependencyDown):
+                raise
+            except Exception as exc:  # its record cannot be read back either
+                log.error("job %s cannot be quarantined either: this process's ticks leave it "
+                          "out until its next version", job_key, exc_info=exc)  # fmt: skip
+                self._broken.setdefault(partition, set()).add(job_key)
+
+    def _quarantine_job(self, store: Store, out: Output, partition: int, job_key: str,
+                        reason: str, now_us: int) -> None:  # fmt: skip
+        old = self.load(store, job_key)
+        if old is None or old.paused:
+            return
+        paused_reason = f"quarantined: {reason}"
+        if len(paused_reason) > MAX_PAUSED_REASON:
+            paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
+        record = self.codec.decode_as("JobDefinition", old.definition)
+        record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
+        value = self.codec.encode("JobDefinition", record)
+        pause_origin = f"{job_key}#pause"
+        if out.failed(pause_origin) is None:  # else the paused version stays local
+            out.produce(self.topics.schedules, job_key.encode(), value, partition,
+                        origin=pause_origin)  # fmt: skip
+        state = old.copy()
+        self._revoke(out, partition, job_key, state, now_us, old.version + 1, paused_reason)
+        state.version, state.definition, state.paused = old.version + 1, value, True
+        plan = self.plans.get(job_key, state.version, value, record)
+        schedule_next(state, plan, _next_after)
+        self.save(store, job_key, old, state)
+        self.counters.quarantined += 1
+        self._notify_paused(out, partition, record, None, None, now_us)
 
     def _revoke(
         self, out: Output, partition: int, job_key: str, state: JobState, now_us: int,

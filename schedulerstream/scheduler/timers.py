@@ -94,7 +94,7 @@ def advance(
 
     late: list[int] = []
     chosen: list[tuple[int, int, str, str]] = []  # on time first; the late are put before
-    budget = plan.runs_per_tick(timers.count_cap)
+    budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
         if instant is None:
@@ -112,6 +112,10 @@ def advance(
     if late:
         keep = _apply_policy(plan.misfire_policy, late, result)
         chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in keep]
+    cap = plan.runs_per_tick(timers.count_cap)
+    if len(chosen) > cap:  # large records: the rest from the next tick (instants ascend)
+        del chosen[cap:]
+        cursor = chosen[-1][0]
 
     for instant, not_before, run_id, trigger in chosen:
         if plan.max_runs is not None and state.runs_emitted >= plan.max_runs:

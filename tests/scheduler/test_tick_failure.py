@@ -105,3 +105,44 @@ def test_a_tick_past_its_byte_budget_leaves_the_next_jobs_to_the_next_tick(
     found.append(len(h.out.runs()))
 
     assert found == [1, 2, 3]
+
+
+def test_a_job_that_cannot_be_quarantined_either_is_left_out_and_the_others_fire_on() -> None:
+    h = Harness()
+    h.now = us("2025-01-06T10:00:30Z")
+    for job in ("j1", "j2"):
+        h.put(definition(1, job_id=job), key=f"acme/{job}".encode())
+    real_emit, real_plan = h.logic._emit_due, h.logic.plans.get
+
+    def emit_due(store: Any, out: Any, partition: int, job_key: str, *rest: Any) -> Any:
+        if job_key == "acme/j1":
+            raise ValueError("a bug met in this job's input")
+        return real_emit(store, out, partition, job_key, *rest)
+
+    def plan(job_key: str, *rest: Any) -> Any:
+        if job_key == "acme/j1":
+            raise ValueError("its plan cannot be made")
+        return real_plan(job_key, *rest)
+
+    h.logic._emit_due = emit_due  # type: ignore[method-assign]
+    h.logic.plans.get = plan  # type: ignore[method-assign]
+
+    h.tick_until(us("2025-01-06T10:03:00Z"))  # before: every tick raised from here
+
+    assert h.run_ids() == [f"acme/j2@20250106T10{m:02d}00Z" for m in (1, 2, 3)]
+    assert h.logic.counters.failed_ticks == 1  # then left out, not tried at every tick
+    h.logic._emit_due, h.logic.plans.get = real_emit, real_plan  # type: ignore[method-assign]
+    h.put(definition(2, job_id="j1"), key=b"acme/j1")  # a new version: a fresh start
+    h.tick_until(us("2025-01-06T10:04:00Z"))
+    assert "acme/j1@20250106T100400Z" in h.run_ids()
+
+
+def test_fire_once_fires_once_however_large_the_jobs_records() -> None:
+    h = Harness()
+    h.now = us("2025-01-06T10:00:00.5Z")
+    job = definition(1, schedule={"every": 1}, misfire_policy="fire_once",
+                     catch_up_window=3600, payload={"blob": "x" * 100_000})  # fmt: skip
+    h.put(job, ts=us("2025-01-06T09:00:00Z"))
+    for _ in range(60):  # the ticks of 3 s, live
+        h.logic.on_tick(h.store, h.out, 0, h.now)
+    assert [r["trigger"] for r in h.out.runs()].count("catch_up") == 1
