@@ -53,6 +53,7 @@ SCHEDULER_COUNTERS = {
     "stale_versions": ("stale_versions", "Schedule records ignored for an older version."),
     "duplicate_requests": ("duplicate_requests", "Trigger requests seen before."),
     "quarantined": ("jobs_quarantined", "Jobs paused because a run record could not be written."),
+    "failed_ticks": ("job_ticks_failed", "Ticks of one job that raised (the job is quarantined)."),
     "paused_by_command": ("jobs_paused_by_command", "Jobs paused by a PauseJob command."),
     "pauses_ignored": ("pauses_ignored", "PauseJob commands ignored (stale or already paused)."),
 }
