@@ -29,8 +29,10 @@ def read_topic(
     ``committed=False``, records of open and aborted transactions too (read_uncommitted).
 
     The idle clock starts only once every partition reached its end, so a slow first fetch
-    never ends the read early; before that, ``catch_up_timeout`` s without a record or an end
-    ends it (an unreachable broker)."""
+    never ends the read early; before that, ``catch_up_timeout`` s without a record or a new
+    end ends it (an unreachable broker). A partition reaching its end again (after a
+    transaction marker no reader sees) is no news: a busy transactional writer does not keep
+    the read going."""
     config = base_config(settings)
     config.update(
         {
@@ -57,16 +59,18 @@ def read_topic(
         while time.monotonic() - last < (catch_up if behind else idle_timeout):
             if deadline is not None and time.monotonic() > deadline:
                 return
-            batch = consumer.consume(500, timeout=0.2)
-            for message in batch:
+            progressed = False
+            for message in consumer.consume(500, timeout=0.2):
                 error = message.error()
                 if error is None:
+                    progressed = True
                     yield message
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    behind.discard(message.partition())
-                else:
+                elif error.code() != KafkaError._PARTITION_EOF:
                     raise SchedulerStreamError(f"reading {topic}: {error}")
-            if batch:
+                elif message.partition() in behind:  # its first end; later ones (after a
+                    behind.discard(message.partition())  # transaction marker) are no news
+                    progressed = True
+            if progressed:
                 last = time.monotonic()
     finally:
         consumer.close()
