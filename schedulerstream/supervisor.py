@@ -115,7 +115,7 @@ class Supervisor:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """SIGTERM every running child, SIGKILL what is left after ``timeout``; True when each
-        of them exited with 0."""
+        of them exited with 0 (or was stopped by that SIGTERM while it started)."""
         running = [c for c in self.components if c.process is not None and c.process.poll() is None]
         for component in running:
             assert component.process is not None
@@ -131,6 +131,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-            clean = clean and process.returncode == 0
+            # -SIGTERM: it was stopped before it had set up its handler, with nothing to finish
+            clean = clean and process.returncode in (0, -signal.SIGTERM)
             self.say(f"{component.name}: stopped (exit {process.returncode})")
         return clean

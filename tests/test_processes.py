@@ -12,16 +12,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from harness.procs import settings_env
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.settings import Settings
-from schedulerstream.supervisor import members
+from schedulerstream.supervisor import Component, Supervisor, members
 from tests.support.waits import wait_until
 
 # (member id, client id, its partitions of cron.runs) of each member of the group
 Members = list[tuple[str, str, set[int]]]
+_NOT_YET = {KafkaError._TIMED_OUT, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.GROUP_ID_NOT_FOUND}  # fmt: skip
 
 
 def test_members_have_their_own_identity_state_and_metrics_port(tmp_path: Path) -> None:
@@ -72,7 +75,12 @@ def split_between(settings: Settings, ids: set[str]) -> Members | None:
     """The group's members when they are exactly one client of each instance id in ``ids``
     (its client id ends with it) and each holds a share of the partitions (disjoint, all of
     them); else None."""
-    found = group_members(settings)
+    try:
+        found = group_members(settings)
+    except KafkaException as exc:  # the group or its coordinator is not there yet: not split
+        if not exc.args[0].retriable() and exc.args[0].code() not in _NOT_YET:
+            raise
+        return None
     shares = [partitions for _, _, partitions in found]
     every = set().union(*shares)
     whole = every == set(range(settings.partitions)) and sum(map(len, shares)) == len(every)
@@ -159,3 +167,11 @@ def test_dispatcher_processes_2_shares_the_group_heals_after_kill_9_and_stops_cl
     for pid in (respawned, survivor):  # no member outlives its supervisor
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_member_stopped_while_it_starts_counts_as_a_clean_stop() -> None:
+    said: list[str] = []
+    supervisor = Supervisor([Component("api", ["api"])], said.append)
+    supervisor._spawn(supervisor.components[0])  # its interpreter is still importing
+    assert supervisor.stop(timeout=30)
+    assert said[-1] == f"api: stopped (exit {-signal.SIGTERM})"

@@ -41,6 +41,7 @@ from schedulerstream.targets.http import HttpSender
 log = logging.getLogger(__name__)
 _LENGTH = struct.Struct("!I")
 SEND_TIMEOUT_S = 10.0
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def frame(value: Any) -> bytes:
@@ -66,9 +67,16 @@ class DeliveryProcess:
     def __init__(self, *, allow_private: bool, grace_s: float = GRACE_S, gc_young: int = 0) -> None:
         self._grace_s = grace_s
         ours, theirs = socket.socketpair()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),)
-        )
+        # A stop signal sent to the whole group (the supervisor's, a terminal's ^C) must not end
+        # the child while it still imports: it starts with them blocked (the mask survives exec)
+        # and unblocks them once it ignores them.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),)
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         theirs.close()
         ours.setblocking(False)
         self._sock = ours
@@ -307,8 +315,9 @@ def main() -> None:
     """The child: ``python -m schedulerstream.dispatcher.delivery_process <socket fd>``."""
     logging.basicConfig(level=logging.WARNING, format="delivery %(levelname)s %(message)s")
     # the parent decides when this stops (close, or its socket's end of file)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one that came meanwhile is dropped
     faulthandler.register(signal.SIGUSR2, all_threads=True)  # stacks, as the processor's
     child = _Child(socket.socket(fileno=int(sys.argv[1])))
     child.loop.create_task(child.serve())

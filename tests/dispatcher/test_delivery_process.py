@@ -165,6 +165,21 @@ def test_a_child_that_dies_stops_the_processor(receiver: ReceiverProcess) -> Non
         process.close()
 
 
+def test_a_stop_signal_while_the_child_starts_does_not_end_it(receiver: ReceiverProcess) -> None:
+    process = DeliveryProcess(allow_private=True, grace_s=0.5)
+    try:
+        for stop in (signal.SIGTERM, signal.SIGINT):  # as a group's stop reaches it, at once
+            os.kill(process.pid, stop)
+        gate(process)
+        submit(process, 0, "early/j@1", receiver.url("/ok"))
+        [done] = completions(process, 1)
+        assert done.outcome is not None and done.outcome.succeeded
+        assert process._process.poll() is None
+    finally:
+        process.close()
+    assert process._process.returncode == 0
+
+
 def test_the_setting_takes_thread_or_process() -> None:
     assert Settings(dispatch_delivery="process").dispatch_delivery == "process"
     with pytest.raises(ValueError, match="'thread' or 'process'"):
