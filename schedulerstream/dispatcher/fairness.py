@@ -53,26 +53,36 @@ class DeficitRing:
     def round(self, serve: Callable[[str], str]) -> bool:
         """One DRR round. ``serve(tenant)`` tries to start one run: "started", "skipped" (a
         run was consumed without a start: costs nothing), "blocked" (a limit) or "empty".
-        Served tenants move to the back; True when anything was started or consumed."""
+        Served tenants move to the back, behind those that were blocked before they got
+        anything: a place that a shared limit (the process-wide one) frees next goes to the
+        tenant it turned away, not to whoever the ring visits first every time. True when
+        anything was started or consumed."""
         tenants = list(self._deficits)
         if not tenants:
             return False
         weights = [self.weight(tenant) for tenant in tenants]
         lightest = min(weights)
         progressed = False
+        turned_away: list[tuple[str, float]] = []
         for tenant, weight in zip(tenants, weights, strict=True):
             deficit = self._deficits[tenant] % 1.0 + weight / lightest
             state = "started"
+            served = False
             while deficit >= 1.0:
                 state = serve(tenant)
                 if state == "started":
                     deficit -= 1.0
-                    progressed = True
-                elif state == "skipped":
-                    progressed = True
-                else:
+                elif state != "skipped":
                     break
+                served = True
             del self._deficits[tenant]
-            if state != "empty":
+            progressed = progressed or served
+            if state == "empty":
+                continue
+            if served:
                 self._deficits[tenant] = deficit
+            else:
+                turned_away.append((tenant, deficit))
+        if turned_away:
+            self._deficits = {**dict(turned_away), **self._deficits}
         return progressed

@@ -8,9 +8,14 @@ attempt without waiting for a commit. How many times over depends on the host: a
 wait at most ``wait_budget_s``, and a host whose attempts take ``t`` s on average frees each
 slot every ``t`` s, so it gets ``1 + wait_budget_s // t`` (at most ``depth``; 1 until its
 first attempt is timed). A slow host thus gets no start that would outlive its time to live
-waiting (an expired start fails an attempt it never sent). Worker offers are admitted within
-the limits themselves, counting the waiting ones. A Kafka record ends in the transaction that
-starts it: it takes a rate token (``admit``) and holds no slot.
+waiting (an expired start fails an attempt it never sent). The host's depth scales its own
+limit and its tenant's; the process-wide limit is scaled the same way by the mean time of
+every attempt (weighted by completions, ``C / mean`` is the rate at which the process's ``C``
+slots free), and is the same for every start: a tenant whose host is untimed or slow is
+admitted beside a fast host's prefetch, not only once it has drained below ``C``. Worker
+offers are admitted within their tenant's limit, under the same process-wide one. A Kafka
+record ends in the transaction that starts it: it takes a rate token (``admit``) and holds
+no slot.
 
 In memory only: what is in flight is known from the deliveries running in this process.
 Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
@@ -57,6 +62,7 @@ class TokenBucket:
 
 
 ATTEMPT_WEIGHT = 0.1  # of the newest attempt in a host's mean attempt time
+PROCESS_WEIGHT = 0.01  # of the newest attempt in the mean over every host (many more of them)
 MAX_TIMED_HOSTS = 100_000
 
 
@@ -81,6 +87,8 @@ class Limits:
         self.wait_budget_s = wait_budget_s
         self.attempt_s: dict[str, float] = {}  # per host: mean attempt time (moving average)
         self._depth_of: dict[str, int] = {}  # per host whose attempts were timed
+        self.process_attempt_s: float | None = None  # over every host: see the module
+        self._process_depth = 1
         self.tenant_concurrency = tenant_concurrency
         self.tenant_rate = tenant_rate_per_s
         self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
@@ -113,9 +121,9 @@ class Limits:
         """Take a slot and a token for ``tenant`` (and a slot of ``host``, when the target has
         one); False, with nothing taken, when a limit says no."""
         concurrency, rate = self.tenant_limits(tenant)
-        scale = 1 if host is None else self._depth_of.get(host, 1)
-        if self.in_flight >= self.concurrency * scale:
+        if self.in_flight >= self.concurrency * self._process_depth:
             return False
+        scale = 1 if host is None else self._depth_of.get(host, 1)
         if self.by_tenant[tenant] >= concurrency * scale:
             return False
         if host is not None and self.by_host[host] >= self.host_concurrency * scale:
@@ -144,8 +152,14 @@ class Limits:
         return bucket.take(now_us)
 
     def depth_of(self, host: str) -> int:
-        """How many times over the limits starts to ``host`` are admitted now."""
+        """How many times over its own and its tenant's limits starts to ``host`` are
+        admitted now."""
         return self._depth_of.get(host, 1)
+
+    @property
+    def process_depth(self) -> int:
+        """How many times over the process-wide limit starts are admitted now."""
+        return self._process_depth
 
     def timed(self, host: str, seconds: float) -> None:
         """An attempt to ``host`` took ``seconds`` (sent, answered or not)."""
@@ -158,8 +172,16 @@ class Limits:
         else:
             mean += (seconds - mean) * ATTEMPT_WEIGHT
         self.attempt_s[host] = mean
-        waits = int(self.wait_budget_s / mean) if mean > 0 else self.depth
-        self._depth_of[host] = 1 + max(0, min(self.depth - 1, waits))
+        self._depth_of[host] = self._depth_for(mean)
+        overall = self.process_attempt_s
+        overall = seconds if overall is None else overall + (seconds - overall) * PROCESS_WEIGHT
+        self.process_attempt_s = overall
+        self._process_depth = self._depth_for(overall)
+
+    def _depth_for(self, mean_s: float) -> int:
+        """How many starts per slot may wait when a slot frees every ``mean_s`` seconds."""
+        waits = int(self.wait_budget_s / mean_s) if mean_s > 0 else self.depth
+        return 1 + max(0, min(self.depth - 1, waits))
 
     def hold(self, tenant: str) -> None:
         """Count an attempt that is already running (adopted after a restart), over the

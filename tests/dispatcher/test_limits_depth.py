@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from schedulerstream.dispatcher.limits import MAX_TIMED_HOSTS, Limits
 
+from .harness import SECOND, T0, Harness, run_triggered
+
 
 def admitted(limits: Limits, host: str) -> int:
     count = 0
@@ -59,3 +61,46 @@ def test_the_timed_hosts_are_bounded() -> None:
         limits.timed(f"h{n}.test", 0.01)
     assert len(limits.attempt_s) == 1
     assert limits.depth_of("h0.test") == 1 and limits.depth_of(f"h{MAX_TIMED_HOSTS}.test") == 2
+
+
+def test_an_untimed_host_is_admitted_beside_a_fast_hosts_prefetch() -> None:
+    limits = Limits(100, 1000, 1e9, host_concurrency=100, depth=10, wait_budget_s=0.5)
+    for _ in range(500):
+        limits.timed("fast.test", 0.05)
+    assert limits.process_depth == 10
+    assert admitted(limits, "fast.test") == 1000  # the whole prefetch: 900 wait for a slot
+    assert not limits.acquire("other", 0, "new.test")  # the process is full: nobody starts
+    limits.release("acme", "fast.test")
+    # the freed place is anyone's: the other tenant's untimed host gets it (until the change,
+    # it waited for the fast host's whole prefetch to drain below 100)
+    assert limits.acquire("other", 0, "new.test")
+    assert not limits.acquire("acme", 0, "fast.test")
+    assert limits.by_host["new.test"] == 1 and limits.in_flight == 1000
+
+
+def test_the_process_depth_follows_the_time_of_every_attempt() -> None:
+    limits = Limits(100, 1000, 1e9, host_concurrency=100, depth=10, wait_budget_s=0.5)
+    limits.timed("fast.test", 0.05)
+    assert limits.process_depth == 10
+    for _ in range(300):  # the process's slots are busy with a slow host's 2-s attempts
+        limits.timed("slow.test", 2.0)
+    assert limits.depth_of("fast.test") == 10 and limits.process_depth == 1
+    # a fast host's start would wait behind 2-s attempts: none is admitted beyond the slots
+    assert admitted(limits, "fast.test") == 100
+
+
+def test_a_tenant_that_arrives_after_a_fast_hosts_prefetch_starts_at_the_next_free_place() -> None:
+    h = Harness(concurrency=10, tenant_concurrency=1000)
+    h.limits.depth, h.limits.wait_budget_s = 10, 0.5
+    for _ in range(100):
+        h.limits.timed("example.com", 0.05)
+    for i in range(300):
+        h.run(run_triggered(i, tenant="fast", at=T0 - 300 * SECOND))
+    assert len(h.tick()) == 100  # ten times the process's 10 slots
+    slow = {"target": {"type": "http", "url": "https://other.example.net/hook"}}
+    h.run(run_triggered(0, tenant="late", **slow))
+    started: list[str] = []
+    for finished in h.started[:2]:  # two places free up: the tenants take turns
+        h.finish(finished.delivery.run_id)
+        started += [s.tenant for s in h.tick()]
+    assert sorted(started) == ["fast", "late"]

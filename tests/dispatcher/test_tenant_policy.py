@@ -265,3 +265,24 @@ def test_hold_counts_an_adopted_attempt_even_over_the_limits() -> None:
     limits.release("a")
     limits.release("a")
     assert limits.in_flight == 0 and limits.acquire("a", T0)
+
+
+def test_a_tenant_turned_away_is_visited_first_in_the_next_round() -> None:
+    ring = DeficitRing()
+    for tenant in ("first", "second", "third"):
+        ring.add(tenant)
+    started: list[str] = []
+    places = [0]
+
+    def serve(tenant: str) -> str:
+        if places[0] == 0:
+            return "blocked"  # a limit every tenant shares
+        places[0] -= 1
+        started.append(tenant)
+        return "started"
+
+    for _ in range(6):
+        places[0] = 1  # one place frees between rounds
+        ring.round(serve)
+    # before, the ring's first tenant took every place that freed
+    assert started == ["first", "second", "third", "first", "second", "third"]
