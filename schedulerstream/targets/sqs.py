@@ -4,14 +4,22 @@ Credentials and endpoints come from the standard AWS SDK sources (``AWS_ACCESS_K
 ``AWS_ENDPOINT_URL_SQS`` or ``AWS_ENDPOINT_URL``); ``endpoint_url`` overrides them. FIFO queues
 (``.fifo``) get a ``MessageGroupId`` (the job's, else the job key) and the run id as
 ``MessageDeduplicationId``, so a retry of an attempt that did land is dropped by SQS.
+
+A client takes 40-70 ms of the delivery loop to make, and every tenant's attempts wait for
+it. So a region must be one botocore knows for SQS (unless an endpoint is set: an emulator
+signs with any name), and at most ``max_clients`` are kept, the least recently used idle
+one closed first: one tenant naming region after region cannot stall the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import re
-from contextlib import AsyncExitStack
+from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from aiobotocore.config import AioConfig
@@ -34,6 +42,8 @@ from schedulerstream.targets.envelope import envelope_bytes
 if TYPE_CHECKING:
     from types_aiobotocore_sqs import SQSClient
 
+MAX_CLIENTS = 64  # botocore knows 46 SQS regions: every one of them stays open
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL")
 _DEDUP_ID = re.compile(r"^[!-~]{1,128}$")  # SQS: printable ASCII, at most 128
 _RETRYABLE_CODES = frozenset(
     {
@@ -101,18 +111,15 @@ class SqsSender:
         clock: Clock | None = None,
         connect_timeout: float = 10.0,
         max_pool_connections: int = 50,
+        max_clients: int = MAX_CLIENTS,
     ) -> None:
-        self._endpoint_url = endpoint_url
-        self._session = session or get_session()
         self._clock: Clock = clock or SystemClock()
-        self._config = AioConfig(
+        config = AioConfig(
             retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=connect_timeout,
             max_pool_connections=max_pool_connections,
         )
-        self._stack = AsyncExitStack()
-        self._clients: dict[str, SQSClient] = {}
-        self._lock = asyncio.Lock()
+        self._clients = _Clients(session or get_session(), config, endpoint_url, max_clients)
 
     async def deliver(self, delivery: Delivery, target_config: SqsTargetConfig) -> Outcome:
         """One ``SendMessage``; classify the answer."""
@@ -126,10 +133,14 @@ class SqsSender:
 
         timestamp = self._clock.now_us() // 1_000_000
         args = send_message_args(delivery, target_config, timestamp)
+        region = target_config.region
         try:
             async with asyncio.timeout(delivery.deadline):
-                client = await self._client(target_config.region)
-                answer = await client.send_message(**args)
+                if not await self._clients.known(region):
+                    return done("refused", f"{region!r} is not an SQS region this botocore "
+                                           "knows (a newer botocore may)", False)  # fmt: skip
+                async with self._clients.use(region) as client:
+                    answer = await client.send_message(**args)
         except TimeoutError:
             return done("timed_out", f"no answer within {delivery.deadline:g} s", True)
         except ClientError as exc:
@@ -152,23 +163,78 @@ class SqsSender:
         return done("succeeded", f"SQS MessageId {answer.get('MessageId')}", False, status)
 
     async def close(self) -> None:
-        self._clients.clear()
-        await self._stack.aclose()
+        await self._clients.close()
+
+
+class _Clients:
+    """SQS clients by region: made on first use, the least recently used idle one closed
+    when there are more than ``limit``."""
+
+    def __init__(self, session: AioSession, config: AioConfig, endpoint_url: str | None,
+                 limit: int) -> None:  # fmt: skip
+        self._session = session
+        self._config = config
+        self._endpoint_url = endpoint_url
+        self._limit = limit
+        self._open: OrderedDict[str, tuple[Any, SQSClient]] = OrderedDict()  # region → (cm, client)
+        self._using: dict[str, int] = {}
+        self._regions: frozenset[str] | None = None
+        self._lock = asyncio.Lock()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    async def known(self, region: str) -> bool:
+        """Whether ``region`` may get a client: any region when an endpoint is set."""
+        if self._endpoint_url or any(os.environ.get(v) for v in ENDPOINT_VARIABLES):
+            return True
+        if self._regions is None:
+            session = self._session
+            found: set[str] = set()
+            for partition in session.get_available_partitions():
+                found.update(await session.get_available_regions("sqs", partition_name=partition))
+            self._regions = frozenset(found)
+        return region in self._regions
+
+    @contextlib.asynccontextmanager
+    async def use(self, region: str) -> AsyncIterator[SQSClient]:
+        """The region's client, not closed while it is used."""
+        self._using[region] = self._using.get(region, 0) + 1
+        try:
+            yield await self._client(region)
+        finally:
+            self._using[region] -= 1
+            if not self._using[region]:
+                del self._using[region]
 
     async def _client(self, region: str) -> SQSClient:
-        client = self._clients.get(region)
-        if client is not None:
-            return client
-        async with self._lock:
-            client = self._clients.get(region)
-            if client is None:
-                client = await self._stack.enter_async_context(
-                    self._session.create_client(
-                        "sqs",
-                        region_name=region,
-                        endpoint_url=self._endpoint_url,
-                        config=self._config,
-                    )
-                )
-                self._clients[region] = client
-            return client
+        found = self._open.get(region)
+        if found is None:
+            async with self._lock:
+                found = self._open.get(region)
+                if found is None:
+                    found = await self._make(region)
+                    await self._trim()
+        self._open.move_to_end(region)
+        return found[1]
+
+    async def _make(self, region: str) -> tuple[Any, SQSClient]:
+        made = self._session.create_client(
+            "sqs", region_name=region, endpoint_url=self._endpoint_url, config=self._config
+        )
+        client = await made.__aenter__()
+        self._open[region] = (made, client)
+        return made, client
+
+    async def _trim(self) -> None:
+        idle = [region for region in self._open if region not in self._using]
+        for region in idle[: max(0, len(self._open) - self._limit)]:
+            made, _ = self._open.pop(region)
+            with contextlib.suppress(Exception):
+                await made.__aexit__(None, None, None)
+
+    async def close(self) -> None:
+        while self._open:
+            made, _ = self._open.popitem()[1]
+            with contextlib.suppress(Exception):
+                await made.__aexit__(None, None, None)

@@ -14,7 +14,12 @@ from schedulerstream.clock import ManualClock
 from schedulerstream.model import SqsTarget as SqsTargetConfig
 from schedulerstream.targets import Outcome, Sender
 from schedulerstream.targets.envelope import envelope
-from schedulerstream.targets.sqs import SqsSender, deduplication_id, send_message_args
+from schedulerstream.targets.sqs import (
+    ENDPOINT_VARIABLES,
+    SqsSender,
+    deduplication_id,
+    send_message_args,
+)
 from tests.targets.helpers import delivery
 from tests.targets.procs import ElasticMQ
 
@@ -166,3 +171,43 @@ def test_send_message_args_only_give_fifo_queues_a_deduplication_id() -> None:
         queue_url="http://127.0.0.1:1/0/q", region=REGION, message_group_id="g"
     )
     assert send_message_args(run, grouped, 5)["MessageGroupId"] == "g"
+
+
+def test_a_region_botocore_does_not_know_is_refused_without_a_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ENDPOINT_VARIABLES:  # real AWS: no emulator endpoint
+        monkeypatch.delenv(name, raising=False)
+    fake = SqsTargetConfig(queue_url="https://sqs.zz-fake-9.amazonaws.com/0/q", region="zz-fake-9")
+
+    async def go() -> tuple[Outcome, int]:
+        target = SqsSender()
+        try:
+            outcome = await target.deliver(delivery(), fake)
+            return outcome, len(target._clients)
+        finally:
+            await target.close()
+
+    outcome, clients = asyncio.run(go())
+    assert (outcome.kind, outcome.retryable, clients) == ("refused", False, 0)
+    assert "'zz-fake-9' is not an SQS region" in outcome.reason
+
+
+def test_clients_beyond_the_limit_are_closed_least_recently_used_first(
+    aws_env: ElasticMQ,
+) -> None:
+    async def go() -> tuple[list[str], list[str]]:
+        url = await _queue(f"lru-{uuid.uuid4().hex[:8]}", fifo=False)
+        target = SqsSender(max_clients=2)
+        try:
+            kinds = []
+            for region in ("us-east-1", "eu-west-1", "us-east-1", "any-name-9", "us-east-1"):
+                config = SqsTargetConfig(queue_url=url, region=region)  # an emulator: any name
+                kinds.append((await target.deliver(delivery(), config)).kind)
+            return kinds, list(target._clients._open)
+        finally:
+            await target.close()
+
+    kinds, kept = asyncio.run(go())
+    assert kinds == ["succeeded"] * 5
+    assert kept == ["any-name-9", "us-east-1"]  # eu-west-1 was the least recently used
