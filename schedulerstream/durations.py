@@ -10,17 +10,20 @@ _ISO = re.compile(
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
 )
 _INFINITY = float("inf")
+MAX_DURATION_S = 3_155_760_000.0  # 100 years: longer is a mistake (2^63 µs is ~292,000 years)
 _UNIT_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 
 def parse_duration(value: object) -> float:
     """Seconds in ``value``; raise ValueError naming what is wrong."""
-    if type(value) is float and 0 <= value < _INFINITY:  # the common case, first (not NaN)
+    if type(value) is float and 0 <= value <= MAX_DURATION_S:  # the common case, first
         return value
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or an ISO 8601 string, not a boolean")
-    if isinstance(value, int | float):
-        seconds = float(value)
+    if isinstance(value, int):
+        seconds = float(min(value, 2 * round(MAX_DURATION_S)))  # JSON integers have no bound
+    elif isinstance(value, float):
+        seconds = value
     elif isinstance(value, str):
         text = value.strip()
         try:
@@ -29,7 +32,7 @@ def parse_duration(value: object) -> float:
             match = _ISO.match(text.upper())
             if not match or text.upper() in ("P", "PT") or text.upper().endswith("T"):
                 raise ValueError(
-                    f"{value!r} is not a duration (seconds, or ISO 8601 like 'PT30S')"
+                    f"{_shown(value)} is not a duration (seconds, or ISO 8601 like 'PT30S')"
                 ) from None
             seconds = sum(
                 float(amount) * _UNIT_SECONDS[unit]
@@ -37,10 +40,17 @@ def parse_duration(value: object) -> float:
                 if amount is not None
             )
     else:
-        raise ValueError(f"{value!r} is not a duration (seconds, or ISO 8601 like 'PT30S')")
-    if seconds < 0 or seconds != seconds or seconds == float("inf"):
-        raise ValueError(f"{value!r} must be a finite, non-negative duration")
+        raise ValueError(f"{_shown(value)} is not a duration (seconds, or ISO 8601 like 'PT30S')")
+    if seconds < 0 or seconds != seconds or seconds == _INFINITY:
+        raise ValueError(f"{_shown(value)} must be a finite, non-negative duration")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"{_shown(value)} is longer than 100 years, the longest duration")
     return seconds
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def to_us(seconds: float) -> int:

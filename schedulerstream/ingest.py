@@ -46,6 +46,8 @@ def decode_schedule(
             raise RejectedRecord(str(exc)) from exc
         except PydanticValidationError as exc:
             raise RejectedRecord(f"invalid job definition: {describe_validation(exc)}") from exc
+        except ValueError as exc:  # a field no model input can hold (from_avro names it)
+            raise RejectedRecord(f"invalid job definition: {exc}") from exc
         definition = value
     else:
         job = _job_from_json(value, timestamp_us)

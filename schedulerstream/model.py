@@ -370,7 +370,8 @@ class JobDefinition(_Strict):
 
     @classmethod
     def from_avro(cls, record: dict[str, Any]) -> JobDefinition:
-        """Validate a decoded ``JobDefinition`` Avro record (raises pydantic ValidationError)."""
+        """Validate a decoded ``JobDefinition`` Avro record (raises pydantic ValidationError,
+        or ValueError naming a field no model input can hold)."""
         s = record["schedule"]
         retry = record["retry"]
         return cls.model_validate(
@@ -382,19 +383,17 @@ class JobDefinition(_Strict):
                     "cron": s["cron"],
                     "every": None if s["every_us"] is None else s["every_us"] / 1e6,
                     "phase": s["phase_us"] / 1e6,
-                    "at": _opt_from_us(s["at_us"]),
+                    "at": _opt_from_us(s["at_us"], "schedule.at"),
                     "timezone": s["timezone"],
-                    "start_at": _opt_from_us(s["start_at_us"]),
-                    "end_at": _opt_from_us(s["end_at_us"]),
+                    "start_at": _opt_from_us(s["start_at_us"], "schedule.start_at"),
+                    "end_at": _opt_from_us(s["end_at_us"], "schedule.end_at"),
                     "jitter": s["jitter_us"] / 1e6,
                     "dst_gap": s["dst_gap"],
                     "dst_repeat": s["dst_repeat"],
                     "exclude": [_excluded_from_avro(item) for item in s.get("exclude") or ()],
                 },
                 "target": target_from_avro(record["target"]),
-                "payload": None
-                if record["payload_json"] is None
-                else json.loads(record["payload_json"]),
+                "payload": _payload_from_avro(record["payload_json"]),
                 "paused": record["paused"],
                 "max_runs": record["max_runs"],
                 "misfire_policy": record["misfire_policy"],
@@ -416,8 +415,22 @@ class JobDefinition(_Strict):
         )
 
 
-def _opt_from_us(value: int | None) -> datetime | None:
-    return None if value is None else from_us(value)
+def _opt_from_us(value: int | None, field: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return from_us(value)
+    except OverflowError:
+        raise ValueError(f"{field}: {value} µs is not an instant of years 1-9999") from None
+
+
+def _payload_from_avro(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"payload_json: not a JSON document ({exc})") from None
 
 
 def notify_from_avro(value: Any) -> dict[str, Any] | None:

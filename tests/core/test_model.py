@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -9,6 +11,7 @@ from pydantic import ValidationError
 
 from schedulerstream.codec import Codec
 from schedulerstream.durations import parse_duration
+from schedulerstream.ingest import RejectedRecord, decode_schedule
 from schedulerstream.model import JobDefinition
 
 
@@ -143,6 +146,55 @@ def test_durations(text: object, seconds: float) -> None:
 def test_bad_durations(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize("long", [1e14, 3_155_760_001, "P36526D", "1e30", 10**400])
+def test_a_duration_over_100_years_is_refused_by_name(long: object) -> None:
+    with pytest.raises(ValueError, match="longer than 100 years"):
+        parse_duration(long)
+    assert parse_duration(3_155_760_000) == 3_155_760_000.0
+
+
+HUGE = {"timeout": 1e14, "retry": {"max_backoff": 1e15}, "schedule": {"every": 1e300}}
+
+
+@pytest.mark.parametrize(("field", "value"), HUGE.items())
+def test_a_json_job_whose_duration_no_record_holds_is_rejected_naming_it(
+    field: str, value: object
+) -> None:
+    job = {"tenant": "acme", "job_id": "j", "schedule": {"every": 60},
+           "target": {"type": "http", "url": "https://example.com/x"}, field: value}  # fmt: skip
+    with pytest.raises(RejectedRecord, match=f"{field}.*longer than 100 years"):
+        decode_schedule(Codec(), b"acme/j", json.dumps(job).encode(), 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            {"at_us": 2**62, "every_us": None},
+            "schedule.at: 4611686018427387904 µs is not an instant",
+        ),
+        ({"end_at_us": -(2**62)}, "schedule.end_at: -4611686018427387904 µs is not an instant"),
+        ({"payload_json": "{"}, "payload_json: not a JSON document"),
+        ({"payload_json": "[" * 100_000}, "payload_json: not a JSON document"),
+    ],
+)
+def test_an_avro_job_no_model_holds_is_rejected_naming_the_field(
+    change: dict[str, Any], reason: str
+) -> None:
+    codec = Codec()
+    target = {"type": "http", "url": "https://x.test/"}
+    job = JobDefinition.model_validate(
+        {"tenant": "acme", "job_id": "j", "version": 1, "schedule": {"every": 60}, "target": target}
+    )
+    record = job.to_avro()
+    if "payload_json" in change:
+        record.update(change)
+    else:
+        record["schedule"] = {**record["schedule"], **change}
+    with pytest.raises(RejectedRecord, match=re.escape(reason)):
+        decode_schedule(codec, b"acme/j", codec.encode("JobDefinition", record), 1)
 
 
 @pytest.mark.parametrize(
