@@ -56,9 +56,8 @@ def decode_schedule(
     if job.key != job_key:
         raise RejectedRecord(f"record key {job_key!r} does not match the value's {job.key!r}")
     if limits is not None:
-        payload = record.get("payload_json")
         try:
-            limits.check(job_key, len(definition), 0 if payload is None else len(payload))
+            limits.check_job(job_key, definition, record)
         except ValidationError as exc:
             raise RejectedRecord(f"{exc.field}: {exc.message}") from exc
     return Upsert(job, definition, record)

@@ -10,7 +10,9 @@ would fail the transaction it is in, so a job whose derived records could exceed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from schedulerstream.errors import ValidationError
 
@@ -35,6 +37,15 @@ class RecordLimits:
         # a JSON string of ASCII JSON text is at most twice as long; the rest as JSON, 2x Avro
         run_record = 2 * payload_bytes + 2 * rest
         return max(run_triggered, run_record) + FIXED_OVERHEAD
+
+    def check_job(self, job_key: str, definition: bytes, record: Mapping[str, Any]) -> None:
+        """``check`` for an encoded definition and its Avro record. A paused reason does not
+        count: a paused version fires no run, and the version that resumes it has none, so
+        the system can always pause a job that fits (quarantine, HTTP 410)."""
+        payload, reason = record.get("payload_json"), record.get("paused_reason")
+        reason_bytes = 0 if reason is None else len(reason.encode())
+        payload_bytes = 0 if payload is None else len(payload)
+        self.check(job_key, len(definition) - reason_bytes, payload_bytes)
 
     def check(self, job_key: str, definition_bytes: int, payload_bytes: int) -> None:
         """Raise ``ValidationError`` naming the field and the limit when a job is too large."""

@@ -187,8 +187,7 @@ class JobEncoder:
         key = job.key
         record = job.to_avro(version)
         value = self._value(record)
-        payload = record["payload_json"]
-        self._limits.check(key, len(value), 0 if payload is None else len(payload))
+        self._limits.check_job(key, value, record)
         return version, (key.encode(), value)
 
     def _value(self, record: dict[str, Any]) -> bytes:

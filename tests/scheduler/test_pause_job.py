@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from schedulerstream.ingest import RejectedRecord, pause_job_command
-from schedulerstream.model import JobDefinition
+from schedulerstream.limits import RecordLimits
+from schedulerstream.model import MAX_PAUSED_REASON, JobDefinition
 
 from .harness import CODEC, Harness, command, definition, us
 
@@ -151,3 +152,23 @@ def test_paused_reason_belongs_to_a_paused_job() -> None:
         JobDefinition.from_avro(
             {**CODEC.decode_as("JobDefinition", definition(7)), "paused_reason": "why"}
         )
+
+
+def test_a_job_at_the_size_limit_is_still_paused_by_the_system() -> None:
+    limits = RecordLimits(max_payload_bytes=100_000, max_record_bytes=20_000)
+    h = Harness(limits=limits)
+    h.now = T0
+    size = 0
+    for filler in range(20_000, 0, -10):  # the largest payload the limits let in
+        value = definition(7, payload={"x": "a" * filler})
+        record = CODEC.decode_as("JobDefinition", value)
+        size = limits.derived_bytes(len(value), len(record["payload_json"]))
+        if size <= limits.max_record_bytes:
+            break
+    assert limits.max_record_bytes - size < 40
+    h.put(value)
+    h.command(pause(7, reason="x" * MAX_PAUSED_REASON))  # its reason does not fit beside it
+    [(_, record, _)] = written(h)
+    state = h.logic.load(h.store, "acme/j1")
+    assert state is not None and (state.version, state.paused) == (8, True)
+    assert record["paused_reason"] == "x" * MAX_PAUSED_REASON
