@@ -4,7 +4,9 @@ A pool's ``work.<pool>`` topic is created on its first use: a few admin round tr
 to 30 s when the cluster is slow. Made on the dispatcher's loop, one tenant naming many new
 pools (or one the cluster refuses) held every tenant's runs for them, run after run. Here the
 loop only asks (``ready``) and reads the answer (``topic``); a start to a pool waits in its
-queue until the answer is in, as a Kafka record waits for its topic's metadata.
+queue until the answer is in, as a Kafka record waits for its topic's metadata. Up to
+``THREADS`` pools are asked about at once, so a pool whose answer is slow does not hold up
+the first use of another.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from collections.abc import Callable
 
 from schedulerstream.errors import SchedulerStreamError
 
+THREADS = 4
 RETRY_AFTER_S = 5.0  # a pool whose topic could not be made is tried again after this
 MAX_FAILED = 10_000
 
 
 class WorkTopics:
-    """``ensure(pool)`` → the pool's topic name, run on a daemon thread, one pool at a time."""
+    """``ensure(pool)`` → the pool's topic name, run on daemon threads, a pool on one."""
 
     def __init__(self, ensure: Callable[[str], str],
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
@@ -28,9 +31,10 @@ class WorkTopics:
         self._clock = clock
         self._known: dict[str, str] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # pool → (retry after, why)
-        self._asked: list[str] = []
+        self._asked: list[str] = []  # in the order asked; those in ``_busy`` are being made
+        self._busy: set[str] = set()
         self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._closed = False
 
     def ready(self, pool: str) -> bool:
@@ -71,24 +75,33 @@ class WorkTopics:
             self._wake.notify_all()
 
     def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="work-topics", daemon=True)
-            self._thread.start()
+        """(holding ``_wake``) One more thread while pools wait and all threads are busy."""
+        idle = len(self._threads) - len(self._busy)
+        if len(self._threads) < THREADS and len(self._asked) - len(self._busy) > idle:
+            name = f"work-topics-{len(self._threads) + 1}"
+            thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _next(self) -> str | None:
+        """(holding ``_wake``) The first pool asked that no thread is on yet."""
+        return next((pool for pool in self._asked if pool not in self._busy), None)
 
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._asked and not self._closed:
+                while (pool := self._next()) is None and not self._closed:
                     self._wake.wait()
-                if self._closed:
+                if self._closed or pool is None:
                     return
-                pool = self._asked[0]
+                self._busy.add(pool)
             try:
                 name, why = self._ensure(pool), None
             except Exception as exc:  # the cluster's answer, kept for the runs to report
                 name, why = None, f"{type(exc).__name__}: {exc}"
             with self._wake:
                 self._asked.remove(pool)
+                self._busy.discard(pool)
                 if name is not None:
                     self._known[pool] = name
                     self._failed.pop(pool, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from schedulerstream.clock import ManualClock
 from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
-from schedulerstream.dispatcher.work_topics import RETRY_AFTER_S, WorkTopics
+from schedulerstream.dispatcher.work_topics import RETRY_AFTER_S, THREADS, WorkTopics
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import RocksStore
@@ -38,11 +38,13 @@ def test_the_loop_asks_and_never_waits_for_the_cluster() -> None:
     try:
         started = time.monotonic()
         assert not topics.ready("slow")
-        assert not topics.ready("fast")  # asked behind the slow one, on the same thread
+        assert not topics.ready("fast")
         assert time.monotonic() - started < 0.5
-        release.set()
+        # another thread answers for it while the slow pool's answer is still out
         wait_until(lambda: topics.ready("fast"), 10, "the fast pool's answer")
-        assert topics.topic("fast") == "work.fast"
+        assert topics.topic("fast") == "work.fast" and not topics.ready("slow")
+        release.set()
+        wait_until(lambda: topics.ready("slow"), 10, "the slow pool's answer")
         wait_until(lambda: topics.ready("refused"), 10, "the refusal")
         try:
             topics.topic("refused")
@@ -86,3 +88,32 @@ def test_a_pool_whose_topic_is_slow_holds_back_only_its_own_runs(tmp_path: Path)
     finally:
         topology.close()
         store.close()
+
+
+def test_at_most_threads_pools_are_asked_about_at_once_and_every_one_is_answered() -> None:
+    release = threading.Event()
+    at_once: list[int] = []
+    running = [0]
+    lock = threading.Lock()
+
+    def ensure(pool: str) -> str:
+        with lock:
+            running[0] += 1
+            at_once.append(running[0])
+        release.wait(30)
+        with lock:
+            running[0] -= 1
+        return f"work.{pool}"
+
+    topics = WorkTopics(ensure)
+    pools = [f"p{n}" for n in range(THREADS + 3)]
+    try:
+        assert not any(topics.ready(pool) for pool in pools)
+        wait_until(lambda: running[0] == THREADS, 10, "every thread at work")
+        release.set()
+        wait_until(lambda: all(topics.ready(pool) for pool in pools), 10, "every answer")
+        assert max(at_once) == THREADS and [topics.topic(p) for p in pools] == [
+            f"work.{p}" for p in pools
+        ]
+    finally:
+        topics.close()
