@@ -114,7 +114,7 @@ def phase(
                 if not limits.acquire(tenant, 0, HOST):
                     break
                 delivery = Delivery(f"{tenant}/j{sent}@1", tenant, f"j{sent}", SCHEDULED_US, 1,
-                                    "scheduled", {"report": "daily"}, 30.0)  # fmt: skip
+                                    "scheduled", '{"report":"daily"}', 30.0)  # fmt: skip
                 executor.submit(0, tenant, delivery, sender, config, HOST)
                 sent += 1
             executor.flush()

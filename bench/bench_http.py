@@ -52,7 +52,7 @@ def _delivery(worker: int, attempt: int) -> Delivery:
         scheduled_at_us=1_735_689_600_000_000,
         attempt=attempt,
         trigger="scheduled",
-        payload={"report": "daily", "rows": 42},
+        payload_json='{"report":"daily","rows":42}',
         deadline=10.0,
     )
 

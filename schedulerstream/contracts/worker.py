@@ -19,7 +19,6 @@ with ``kind`` one of claimed, heartbeat, succeeded, failed; ``failed`` adds ``re
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -93,20 +92,14 @@ class WorkerEvent:
         return compact(data).encode()
 
 
-def offer_value(envelope: Mapping[str, Any], pool: str, lease_ms: int, offered_at_us: int,
+def offer_value(envelope: str, pool: str, lease_ms: int, offered_at_us: int,
                 deadline_at_us: int, dispatcher_partition: int) -> bytes:  # fmt: skip
     """The offer record's value (its key is the run id): the attempt's webhook envelope
-    (``targets.envelope``) plus the lease terms."""
-    value = {
-        "kind": OFFER,
-        **envelope,
-        "pool": pool,
-        "lease_ms": lease_ms,
-        "offered_at_us": offered_at_us,
-        "deadline_at_us": deadline_at_us,
-        "dispatcher_partition": dispatcher_partition,
-    }
-    return compact(value).encode("ascii")
+    (``targets.envelope``, as ASCII JSON text) plus ``kind`` and the lease terms."""
+    terms = compact({"pool": pool, "lease_ms": lease_ms, "offered_at_us": offered_at_us,
+                     "deadline_at_us": deadline_at_us,
+                     "dispatcher_partition": dispatcher_partition})  # fmt: skip
+    return f'{{"kind":"{OFFER}",{envelope[1:-1]},{terms[1:]}'.encode("ascii")
 
 
 def cancel_value(run_id: str, attempt: int, reason: str, dispatcher_partition: int) -> bytes:

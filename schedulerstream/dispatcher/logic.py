@@ -13,6 +13,7 @@ failure ``retries``', a 410 ``gone``'s, forgetting finished runs ``retention``'s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,10 +350,13 @@ class DispatchLogic:
     def _start(self, pc: PartitionContext, run: RunRecord, now_us: int, host: str | None,
                due_us: int = 0) -> Start | None:  # fmt: skip
         """The run's next attempt; sent at ``due_us`` when that is later than now (armed).
-        None when it cannot be sent at all (its payload is not JSON): the attempt fails, for
-        good, and only this run with it."""
+        None when it cannot be sent at all (its payload is not JSON, checked at its first
+        attempt; later ones carry the same text): the attempt fails, for good, and only this
+        run with it."""
         spec = self.spec(run)
         try:
+            if run.attempt == 0 and run.payload_json is not None:
+                json.loads(run.payload_json)
             delivery = Delivery.from_run(run.run_view(), attempt=run.attempt + 1,
                                          deadline=spec.timeout)  # fmt: skip
         except (ValueError, TypeError, RecursionError) as exc:  # json.loads of its payload

@@ -59,7 +59,7 @@ from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
 from schedulerstream.targets.base import Outcome, Sender
-from schedulerstream.targets.envelope import envelope
+from schedulerstream.targets.envelope import envelope_text
 from schedulerstream.targets.http import HttpSender
 from schedulerstream.tenants.policy import TenantPolicy
 
@@ -446,7 +446,7 @@ class DispatcherTopology(Topology):
             self._settle(ctx, start, Outcome("failed", reason, True, 0))
             return
         lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
-        value = offer_value(envelope(start.delivery), config.pool, lease.lease_ms, now,
+        value = offer_value(envelope_text(start.delivery), config.pool, lease.lease_ms, now,
                             run.deadline_us, ctx.partition)  # fmt: skip
         ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)],
                     origin=origin)  # fmt: skip

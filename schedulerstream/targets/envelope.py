@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any
 
@@ -18,6 +19,28 @@ def iso_utc(instant_us: int) -> str:
 
 def envelope(delivery: Delivery) -> dict[str, Any]:
     """``{run_id, tenant, job_id, scheduled_at, attempt, trigger, payload}``."""
+    return {**_head(delivery), "payload": delivery.payload}
+
+
+def envelope_bytes(delivery: Delivery) -> bytes:
+    """The envelope as compact ASCII JSON (non-ASCII escaped, so any payload encodes); the
+    payload's text is spliced in as it is when it is ASCII (it nearly always is)."""
+    return envelope_text(delivery).encode("ascii")
+
+
+def envelope_text(delivery: Delivery, extra: str = "") -> str:
+    """``envelope_bytes`` as text, with ``extra`` (``,"key":value`` members) after the
+    payload."""
+    head = compact(_head(delivery))
+    text = delivery.payload_json
+    if text is None:
+        text = "null"
+    elif not text.isascii():
+        text = compact(json.loads(text))
+    return f'{head[:-1]},"payload":{text}{extra}}}'
+
+
+def _head(delivery: Delivery) -> dict[str, Any]:
     return {
         "run_id": delivery.run_id,
         "tenant": delivery.tenant,
@@ -25,10 +48,4 @@ def envelope(delivery: Delivery) -> dict[str, Any]:
         "scheduled_at": iso_utc(delivery.scheduled_at_us),
         "attempt": delivery.attempt,
         "trigger": delivery.trigger,
-        "payload": delivery.payload,
     }
-
-
-def envelope_bytes(delivery: Delivery) -> bytes:
-    """The envelope as compact ASCII JSON (non-ASCII escaped, so any payload encodes)."""
-    return compact(envelope(delivery)).encode("ascii")

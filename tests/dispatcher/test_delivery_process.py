@@ -41,7 +41,7 @@ def delivery_process() -> Iterator[DeliveryProcess]:
 
 def delivery(run_id: str, deadline: float = 10.0) -> Delivery:
     tenant, rest = run_id.split("/", 1)
-    return Delivery(run_id, tenant, rest.split("@")[0], 0, 1, "scheduled", {"n": 1}, deadline)
+    return Delivery(run_id, tenant, rest.split("@")[0], 0, 1, "scheduled", '{"n":1}', deadline)
 
 
 def completions(process: DeliveryProcess, count: int, timeout: float = 15.0) -> list[Completion]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from schedulerstream.jsontext import compact
 from schedulerstream.model import HttpTarget as HttpTargetConfig
 from schedulerstream.targets import Delivery
 
@@ -28,7 +29,7 @@ def delivery(attempt: int = 1, deadline: float = 5.0, run_id: str | None = None)
         scheduled_at_us=SCHEDULED_US,
         attempt=attempt,
         trigger="scheduled",
-        payload={"report": "daily", "n": [1, 2, 3], "name": "Zoë"},
+        payload_json=compact({"report": "daily", "n": [1, 2, 3], "name": "Zoë"}),
         deadline=deadline,
     )
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from schedulerstream.clock import ManualClock
+from schedulerstream.jsontext import compact
 from schedulerstream.model import KafkaTarget as KafkaTargetConfig
 from schedulerstream.targets import Delivery, kafka_record
 from schedulerstream.targets.envelope import envelope_bytes, iso_utc
@@ -42,9 +43,10 @@ def test_delivery_from_a_run_triggered_record() -> None:
         SCHEDULED_US,
         2,
         "catch_up",
-        {"a": [1, None]},
+        '{"a": [1, null]}',
         30.0,
     )
+    assert found.payload == {"a": [1, None]}
     assert (
         Delivery.from_run({**record, "payload_json": None}, attempt=1, deadline=1).payload is None
     )
@@ -70,8 +72,15 @@ def test_the_envelope_is_compact_ascii_json_of_exactly_the_documented_fields() -
         "payload",
     ]
     assert json.loads(body)["payload"]["name"] == "Zoë"
-    odd = Delivery("a/b@x", "a", "b", 0, 1, "manual", {"s": "\ud800\u2028"}, 1.0)
+    odd = Delivery("a/b@x", "a", "b", 0, 1, "manual", compact({"s": "\ud800\u2028"}), 1.0)
     assert json.loads(envelope_bytes(odd))["payload"]["s"] == "\ud800\u2028"
+    raw = Delivery("a/b@x", "a", "b", 0, 1, "manual", '{"s": "Zoë \u2028", "n": [1 ]}', 1.0)
+    body = envelope_bytes(raw)  # non-ASCII text: encoded again, escaped
+    assert body.isascii() and json.loads(body)["payload"] == {"s": "Zoë \u2028", "n": [1]}
+    spliced = Delivery("a/b@x", "a", "b", 0, 1, "manual", '{"n": [1, 2]}', 1.0)
+    assert envelope_bytes(spliced).endswith(b',"payload":{"n": [1, 2]}}')  # as it came
+    none = Delivery("a/b@x", "a", "b", 0, 1, "manual", None, 1.0)
+    assert json.loads(envelope_bytes(none))["payload"] is None
 
 
 def test_the_standard_webhooks_reference_vector() -> None:

@@ -21,7 +21,7 @@ from schedulerstream.contracts.worker import (
 from schedulerstream.errors import ConfigError
 from schedulerstream.ingest import RejectedRecord
 from schedulerstream.targets.base import Delivery
-from schedulerstream.targets.envelope import envelope
+from schedulerstream.targets.envelope import envelope_text
 from schedulerstream.worker import Job, WorkerApp
 
 SECOND = 1_000_000
@@ -30,8 +30,8 @@ RID = "acme/report@20260101T000000Z"
 
 
 def test_an_offer_is_the_webhook_envelope_plus_the_lease_terms() -> None:
-    delivery = Delivery(RID, "acme", "report", T0, 2, "scheduled", {"n": 1}, 30.0)
-    value = offer_value(envelope(delivery), "p", 3000, T0 + SECOND, T0 + 31 * SECOND, 5)
+    delivery = Delivery(RID, "acme", "report", T0, 2, "scheduled", '{"n":1}', 30.0)
+    value = offer_value(envelope_text(delivery), "p", 3000, T0 + SECOND, T0 + 31 * SECOND, 5)
     assert json.loads(value) == {
         "kind": "offer", "run_id": RID, "tenant": "acme", "job_id": "report",
         "scheduled_at": "2026-01-01T00:00:00Z", "attempt": 2, "trigger": "scheduled",
