@@ -34,6 +34,11 @@ class RejectedRecord(SchedulerStreamError):
     """An input record that cannot be accepted; the message is the reason."""
 
 
+class StateTooLarge(RejectedRecord):
+    """A logged state record over the record limit, refused where it is written: the broker
+    would refuse it in the changelog, and with it every other partition's commit."""
+
+
 class BrokerError(SchedulerStreamError):
     """The local Kafka broker could not be fetched, started, stopped or reached."""
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
-from schedulerstream.errors import StateError
+from schedulerstream.errors import StateError, StateTooLarge
 
 META_PREFIX = b"meta/changelog-"
 OFFSET_KEY = b"meta/changelog-offset"
@@ -112,6 +112,7 @@ class RocksStore:
         self._sorted_stale = False
         self._undo_buffer: list[tuple[bytes, tuple[bytes | None, bool] | None]] = []
         self._undo: list[tuple[bytes, tuple[bytes | None, bool] | None]] | None = None
+        self.max_logged_bytes: int | None = None  # a logged record over it: StateTooLarge
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -229,6 +230,12 @@ class RocksStore:
 
     # -- writes ---------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None:
+        limit = self.max_logged_bytes
+        if logged and limit is not None and len(key) + len(value) > limit:
+            raise StateTooLarge(
+                f"the state record {key[:200]!r} would be {len(key) + len(value):,} bytes; "
+                f"the limit is {limit:,} (SCHEDULERSTREAM_MAX_RECORD_BYTES)"
+            )
         self._write(key, value, logged)
 
     def delete(self, key: bytes, *, logged: bool = True) -> None:

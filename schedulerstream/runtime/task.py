@@ -86,10 +86,12 @@ class Task:
         input_topics: tuple[str, ...],
         store_path: Path,
         listener: Callable[[int, TaskState], None] | None = None,
+        max_logged_bytes: int | None = None,
     ) -> None:
         self.partition = partition
         self.input_topics = input_topics
         self.store_path = store_path
+        self.max_logged_bytes = max_logged_bytes  # of its store's changelog records
         self.state = TaskState.CREATED
         self._listener = listener
         self.store: RocksStore | None = None
@@ -110,6 +112,9 @@ class Task:
         if target not in _ALLOWED[self.state]:
             raise StateError(f"task {self.partition}: illegal {self.state.value} → {target.value}")
         self.state = target
+        if self.store is not None:  # restoring writes what the changelog held, as it was
+            running = target is TaskState.RUNNING
+            self.store.max_logged_bytes = self.max_logged_bytes if running else None
         if self._listener is not None:
             self._listener(self.partition, target)
 

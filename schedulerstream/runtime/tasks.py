@@ -319,7 +319,8 @@ class TaskManager:
             complete = all((t, partition) in self._assigned for t in self.input_topics)
             if complete and partition not in self.tasks:
                 path = self.settings.data_dir / self.topology.name / str(partition)
-                task = Task(partition, self.input_topics, path, self._listener)
+                task = Task(partition, self.input_topics, path, self._listener,
+                            self.settings.max_record_bytes)  # fmt: skip
                 self.tasks[partition] = task
                 self.begin_restore(task)
         for partition in list(self.tasks):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from schedulerstream.errors import StateError
+from schedulerstream.errors import StateError, StateTooLarge
 from schedulerstream.runtime.store import NO_OFFSET, WRITE_BUFFER_BYTES, RocksStore, prefix_end
 
 
@@ -182,3 +182,14 @@ def test_a_store_is_reopened_with_its_options_not_those_it_was_created_with(
     reopened = RocksStore.open(path)
     assert reopened.get(b"run/new") == b"2" and reopened.changelog_offset() == 8
     reopened.close()
+
+
+def test_a_logged_record_over_the_limit_is_refused_where_it_is_written(store: RocksStore) -> None:
+    store.max_logged_bytes = 100
+    store.put(b"k", b"v" * 99)  # key and value: 100 bytes
+    with pytest.raises(StateTooLarge, match=r"b'big' would be 103 bytes; the limit is 100"):
+        store.put(b"big", b"v" * 100)
+    assert store.get(b"big") is None and store.get(b"k") == b"v" * 99
+    store.put(b"derived", b"v" * 1000, logged=False)  # never in a changelog: no limit
+    store.max_logged_bytes = None
+    store.put(b"big", b"v" * 100)

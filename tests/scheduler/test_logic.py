@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
 from schedulerstream.dispatch_spec import spec_of_definition, spec_of_json
+from schedulerstream.errors import StateTooLarge
 from schedulerstream.ingest import RejectedRecord
+from schedulerstream.runtime.store import RocksStore
 from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
 from schedulerstream.settings import Settings
 
@@ -442,3 +445,31 @@ def test_each_run_carries_its_versions_dispatch_spec() -> None:
         snapshot = CODEC.decode_as("JobDefinition", r["job_definition"])
         assert spec_of_json(r["dispatch_spec_json"]) == spec_of_definition(snapshot)
     assert [spec_of_json(r["dispatch_spec_json"]).timeout for r in runs] == [5.0, 9.0]
+
+
+def test_a_command_that_would_grow_a_jobs_state_past_the_limit_is_rejected_alone(
+    tmp_path: Path,
+) -> None:
+    """Before, the state record went to the changelog, whose broker refused it: every commit
+    of the instance failed, and every tenant's jobs on it stopped."""
+    h = started()
+    store = RocksStore.open(tmp_path / "store")
+    store.max_logged_bytes = 4_000
+    h.store = store  # type: ignore[assignment]
+    h.put(definition(1, schedule={"every": 60}))
+    h.put(definition(1, job_id="j2", schedule={"every": 60}), key=b"acme/j2")
+    hour = us("2025-01-06T09:00:00Z")
+    rejected = 0
+    for n in range(200):  # backfills that stay in progress, each kept in the job's state
+        fields = {"request_id": f"b-{n:03d}-{'x' * 60}", "start_us": hour, "end_us": h.now,
+                  "rerun": True}  # fmt: skip
+        try:
+            h.command(command("Backfill", fields))
+        except StateTooLarge as exc:
+            assert "would be" in str(exc) and "SCHEDULERSTREAM_MAX_RECORD_BYTES" in str(exc)
+            rejected += 1
+    assert 0 < rejected < 200
+    h.out.clear()
+    h.tick_until(us("2025-01-06T10:03:00Z"))
+    assert {r["run_id"].split("@")[0] for r in h.out.runs()} >= {"acme/j1", "acme/j2"}
+    store.close()
