@@ -10,7 +10,9 @@ _ISO = re.compile(
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
 )
 _INFINITY = float("inf")
-MAX_DURATION_S = 3_155_760_000.0  # 100 years: longer is a mistake (2^63 µs is ~292,000 years)
+# the longest a record holds with room for an instant added (an Avro long of µs: ~292,000 years);
+# stored definitions were always within it, so reading them never trips it
+MAX_DURATION_S = 1e12  # ~31,700 years
 _UNIT_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 
@@ -21,7 +23,7 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or an ISO 8601 string, not a boolean")
     if isinstance(value, int):
-        seconds = float(min(value, 2 * round(MAX_DURATION_S)))  # JSON integers have no bound
+        seconds = float(max(-1, min(value, 2 * round(MAX_DURATION_S))))  # JSON ints: any size
     elif isinstance(value, float):
         seconds = value
     elif isinstance(value, str):
@@ -44,7 +46,7 @@ def parse_duration(value: object) -> float:
     if seconds < 0 or seconds != seconds or seconds == _INFINITY:
         raise ValueError(f"{_shown(value)} must be a finite, non-negative duration")
     if seconds > MAX_DURATION_S:
-        raise ValueError(f"{_shown(value)} is longer than 100 years, the longest duration")
+        raise ValueError(f"{_shown(value)} is longer than 1e12 s (~31,700 years), the longest")
     return seconds
 
 

@@ -11,11 +11,12 @@ first attempt is timed). A slow host thus gets no start that would outlive its t
 waiting (an expired start fails an attempt it never sent). The host's depth scales its own
 limit and its tenant's; the process-wide limit is scaled the same way by the mean time of
 every attempt (weighted by completions, ``C / mean`` is the rate at which the process's ``C``
-slots free), and is the same for every start: a tenant whose host is untimed or slow is
-admitted beside a fast host's prefetch, not only once it has drained below ``C``. Worker
-offers are admitted within their tenant's limit, under the same process-wide one. A Kafka
-record ends in the transaction that starts it: it takes a rate token (``admit``) and holds
-no slot.
+slots free), and is the same for every start. Starts that may not wait (to a host of depth
+1: untimed or slow) and worker offers (never waiting: they run on workers) are besides at
+most ``C`` of their own ("shallow"), so a tenant whose host is untimed or slow is admitted
+beside a fast host's prefetch, not only once it has drained below ``C``, and a burst to new
+hosts is not admitted past the slots that can take it. A Kafka record ends in the
+transaction that starts it: it takes a rate token (``admit``) and holds no slot.
 
 In memory only: what is in flight is known from the deliveries running in this process.
 Per-tenant overrides come from a live mapping (``TenantPolicy.limits``, fed by cron.tenants)
@@ -94,13 +95,15 @@ class Limits:
         self.host_concurrency = host_concurrency if host_concurrency is not None else concurrency
         self.overrides: Mapping[str, TenantLimits] = overrides if overrides is not None else {}
         self.in_flight = 0
+        self.shallow = 0  # admitted starts that may not wait, and worker offers
+        self._shallow_by: Counter[str | None] = Counter()  # by host (None: worker offers)
         self.by_tenant: Counter[str] = Counter()
         self.by_host: Counter[str] = Counter()
         self._buckets: dict[str, TokenBucket] = {}
 
     def full(self) -> bool:
         """No attempt of any tenant may start now (not even one that waits for a slot)."""
-        return self.in_flight >= self.concurrency * self.depth
+        return self.in_flight >= self.concurrency * self._process_depth
 
     def tenant_concurrency_of(self, tenant: str) -> int:
         return self.tenant_limits(tenant)[0]
@@ -124,6 +127,8 @@ class Limits:
         if self.in_flight >= self.concurrency * self._process_depth:
             return False
         scale = 1 if host is None else self._depth_of.get(host, 1)
+        if scale == 1 and self.shallow >= self.concurrency:
+            return False
         if self.by_tenant[tenant] >= concurrency * scale:
             return False
         if host is not None and self.by_host[host] >= self.host_concurrency * scale:
@@ -134,6 +139,9 @@ class Limits:
         self.by_tenant[tenant] += 1
         if host is not None:
             self.by_host[host] += 1
+        if scale == 1:
+            self.shallow += 1
+            self._shallow_by[host] += 1
         return True
 
     def admit(self, tenant: str, now_us: int) -> bool:
@@ -194,6 +202,11 @@ class Limits:
         if self.by_tenant[tenant] > 0:
             self.by_tenant[tenant] -= 1
             self.in_flight -= 1
+            if self._shallow_by[host] > 0:  # (a host's depth may have changed since: any)
+                self._shallow_by[host] -= 1
+                self.shallow -= 1
+            if self._shallow_by[host] == 0:
+                del self._shallow_by[host]
         if self.by_tenant[tenant] == 0:
             del self.by_tenant[tenant]
         if host is not None:

@@ -104,3 +104,28 @@ def test_a_tenant_that_arrives_after_a_fast_hosts_prefetch_starts_at_the_next_fr
         h.finish(finished.delivery.run_id)
         started += [s.tenant for s in h.tick()]
     assert sorted(started) == ["fast", "late"]
+
+
+def test_a_burst_to_new_hosts_after_fast_traffic_is_admitted_within_the_slots_alone() -> None:
+    limits = Limits(200, 1000, 1e9, host_concurrency=200, depth=33, wait_budget_s=0.5)
+    for _ in range(500):
+        limits.timed("fast.test", 0.01)
+    assert limits.process_depth == 33
+    admitted_new = sum(limits.acquire(f"t{n % 130}", 0, f"new{n}.test") for n in range(6_600))
+    # the process's 200 slots: a deeper admission would leave thousands of starts waiting for
+    # slots held by attempts of unknown length, past their time to live (sent never)
+    assert admitted_new == 200
+    assert not limits.acquire("w", 0)  # nor a worker offer: they never wait either
+    assert admitted(limits, "fast.test") == 200 * 33 - 200  # the fast host: the rest
+    limits.release("t0", "new0.test")
+    assert limits.acquire("w", 0)  # the freed shallow place
+
+
+def test_worker_offers_stay_within_the_process_limit_whatever_the_prefetch() -> None:
+    limits = Limits(10, 1000, 1e9, depth=10, wait_budget_s=0.5)
+    for _ in range(500):
+        limits.timed("fast.test", 0.01)
+    assert sum(limits.acquire("w", 0) for _ in range(50)) == 10
+    for _ in range(10):
+        limits.release("w", None)
+    assert limits.shallow == 0 and limits.in_flight == 0
