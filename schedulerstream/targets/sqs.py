@@ -228,8 +228,9 @@ class _Clients:
 
     async def _trim(self) -> None:
         idle = [region for region in self._open if region not in self._using]
-        for region in idle[: max(0, len(self._open) - self._limit)]:
-            made, _ = self._open.pop(region)
+        # taken out before the first close awaits: meanwhile a send may take up any of them
+        closing = [self._open.pop(r)[0] for r in idle[: max(0, len(self._open) - self._limit)]]
+        for made in closing:
             with contextlib.suppress(Exception):
                 await made.__aexit__(None, None, None)
 
