@@ -92,9 +92,11 @@ def job_key_from_record_key(key: bytes | None) -> str:
 
 
 def decode_command(
-    codec: Codec, key: bytes | None, value: bytes | None
-) -> tuple[str, str, dict[str, Any]]:
-    """(job key, command kind, fields) of a cron.commands record; raises RejectedRecord."""
+    codec: Codec, key: bytes | None, value: bytes | None,
+    max_payload_bytes: int | None = None,
+) -> tuple[str, str, dict[str, Any]]:  # fmt: skip
+    """(job key, command kind, fields) of a cron.commands record; raises RejectedRecord
+    (``max_payload_bytes``: a TriggerNow's payload over it too)."""
     job_key = job_key_from_record_key(key)
     if value is None:
         raise RejectedRecord("a command cannot be a tombstone")
@@ -110,7 +112,7 @@ def decode_command(
         _check_pause(fields)
     elif kind == "TriggerNow":
         _check_request(kind, fields["request_id"])
-        _check_payload(fields.get("payload_json"))
+        _check_payload(fields.get("payload_json"), max_payload_bytes)
     elif kind == "Backfill":
         _check_request(kind, fields["request_id"])
         _check_window(fields["start_us"], fields["end_us"])
@@ -138,13 +140,19 @@ def _check_window(start_us: int, end_us: int) -> None:
         )
 
 
-def _check_payload(payload_json: str | None) -> None:
-    """A TriggerNow's own payload is JSON (every target sends it as JSON)."""
+def _check_payload(payload_json: str | None, max_bytes: int | None) -> None:
+    """A TriggerNow's own payload is JSON (every target sends it as JSON) within the payload
+    limit (its run's records hold it twice over)."""
     if payload_json is None:
         return
+    if max_bytes is not None and len(payload_json) > max_bytes:
+        raise RejectedRecord(
+            f"TriggerNow: payload_json is {len(payload_json):,} characters; the limit is "
+            f"{max_bytes:,} (SCHEDULERSTREAM_MAX_PAYLOAD_BYTES)"
+        )
     try:
         json.loads(payload_json)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise RejectedRecord(f"TriggerNow: payload_json is not JSON: {exc}") from exc
 
 

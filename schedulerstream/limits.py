@@ -40,8 +40,9 @@ class RecordLimits:
 
     def check_job(self, job_key: str, definition: bytes, record: Mapping[str, Any]) -> None:
         """``check`` for an encoded definition and its Avro record. A paused reason does not
-        count: a paused version fires no run, and the version that resumes it has none, so
-        the system can always pause a job that fits (quarantine, HTTP 410)."""
+        count, so the system can always pause a job that fits (quarantine, HTTP 410): a
+        paused version fires no scheduled run, and the version that resumes it has none. A
+        manual or backfill run of it that then outgrows a record is ``missed``, alone."""
         payload, reason = record.get("payload_json"), record.get("paused_reason")
         reason_bytes = 0 if reason is None else len(reason.encode())
         payload_bytes = 0 if payload is None else len(payload)

@@ -36,6 +36,7 @@ from schedulerstream.contracts.policies import (
 from schedulerstream.durations import parse_duration, to_us
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.ids import ID_PATTERN
+from schedulerstream.jsontext import compact
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Identifier = Annotated[str, Field(pattern=ID_PATTERN.pattern)]
@@ -343,7 +344,7 @@ class JobDefinition(_Strict):
                 ],
             },
             "target": _target_to_avro(self.target),
-            "payload_json": None if self.payload is None else json.dumps(self.payload),
+            "payload_json": None if self.payload is None else compact(self.payload),
             "paused": self.paused,
             "max_runs": self.max_runs,
             "misfire_policy": self.misfire_policy,

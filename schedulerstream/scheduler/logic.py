@@ -258,7 +258,8 @@ class SchedulerLogic:
     ) -> None:  # fmt: skip
         """Apply one cron.commands record (trigger, backfill, pause; cancel is the dispatcher's)."""
         now_us = self.clock(partition, now_us)
-        job_key, kind, fields = decode_command(self.codec, key, value)
+        job_key, kind, fields = decode_command(self.codec, key, value,
+                                               self.limits.max_payload_bytes)  # fmt: skip
         if kind == "CancelRun":
             return
         if kind == "PauseJob":

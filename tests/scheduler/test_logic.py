@@ -10,6 +10,7 @@ import pytest
 from schedulerstream.dispatch_spec import spec_of_definition, spec_of_json
 from schedulerstream.errors import StateTooLarge
 from schedulerstream.ingest import RejectedRecord
+from schedulerstream.limits import RecordLimits
 from schedulerstream.runtime.store import RocksStore
 from schedulerstream.scheduler.keys import BACKFILL_END, DUE_PREFIX, due_key, parse_due_key
 from schedulerstream.settings import Settings
@@ -204,7 +205,7 @@ def test_trigger_now_works_while_paused_and_is_idempotent() -> None:
     h.command(command("TriggerNow", {"request_id": "r-2", "payload_json": '{"o": 2}'}))
     runs = h.out.runs()
     assert [(r["run_id"], r["trigger"], r["payload_json"]) for r in runs] == [
-        ("acme/j1@manual-r-1", "manual", '{"p": 1}'),
+        ("acme/j1@manual-r-1", "manual", '{"p":1}'),
         ("acme/j1@manual-r-2", "manual", '{"o": 2}'),
     ]
     assert h.logic.counters.duplicate_requests == 1
@@ -472,4 +473,19 @@ def test_a_command_that_would_grow_a_jobs_state_past_the_limit_is_rejected_alone
     h.out.clear()
     h.tick_until(us("2025-01-06T10:03:00Z"))
     assert {r["run_id"].split("@")[0] for r in h.out.runs()} >= {"acme/j1", "acme/j2"}
+    counters = h.logic.counters
+    assert (counters.failed_ticks, counters.quarantined) == (0, 0)  # no tick step hit it
     store.close()
+
+
+def test_a_trigger_now_payload_over_the_payload_limit_is_rejected_on_arrival() -> None:
+    """Its run's dispatcher record holds it twice over: past the limit that record was refused
+    where it was written and the run vanished without an event."""
+    h = started(limits=RecordLimits(max_payload_bytes=100))
+    h.put(definition(1, schedule={"every": 60}))
+    with pytest.raises(RejectedRecord, match=r"payload_json is 102 characters; the limit is 100"):
+        h.command(
+            command("TriggerNow", {"request_id": "r-1", "payload_json": '"' + "x" * 100 + '"'})
+        )
+    h.command(command("TriggerNow", {"request_id": "r-2", "payload_json": '"' + "x" * 98 + '"'}))
+    assert [r["run_id"] for r in h.out.runs()] == ["acme/j1@manual-r-2"]
