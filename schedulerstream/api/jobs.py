@@ -67,6 +67,22 @@ def _publish(state: ApiState, job: JobDefinition, current: JobView | None) -> Jo
     return versioned
 
 
+def _check_grants(state: ApiState, job: JobDefinition) -> None:
+    """422 for a pool or topic the tenant's grants leave out (the dispatcher refuses its runs
+    too: this says so at once). Only where a definition is given: a pause or resume of a job
+    whose grants narrowed since still goes through."""
+    grants = state.tenants.grants(job.tenant)
+    if grants is None:
+        return
+    places = [("target", job.target)]
+    if job.notify is not None:
+        places.append(("notify.target", job.notify.target))
+    for field, target in places:
+        refused = grants.refusal(job.tenant, target)
+        if refused is not None:
+            raise ValidationError(field, refused)
+
+
 def live_job(state: ApiState, tenant: str, job_id: str) -> JobView:
     """The tenant's job as the API knows it (the read model, or this instance's own write),
     or 404."""
@@ -91,6 +107,7 @@ def put_job(
     if body.job_id is not None and body.job_id != job_id:
         raise ValidationError("job_id", "must match the job id in the path (or be left out)")
     job = body.definition(tenant, job_id)
+    _check_grants(state, job)
     expected = _expected_version(if_match)
     current = lookup(state, tenant, job_id)
     if expected is not None and (current is None or current.version != expected):

@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 import click
+from pydantic import ValidationError as PydanticValidationError
 
 from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.ingest import describe_validation
 from schedulerstream.settings import load_settings
 from schedulerstream.tenants import TenantAdmin, TenantRecord
 
@@ -30,7 +32,22 @@ def tenants() -> None:
 def _limits(record: TenantRecord) -> str:
     concurrency = record.concurrency if record.concurrency is not None else "default"
     rate = record.rate_per_s if record.rate_per_s is not None else "default"
-    return f"weight={record.weight:g} concurrency={concurrency} rate={rate}"
+    pools = "any" if record.pools is None else ",".join(record.pools) or "none"
+    topics = "any" if record.topics is None else ",".join(record.topics) or "none"
+    return (f"weight={record.weight:g} concurrency={concurrency} rate={rate} "
+            f"pools={pools} topics={topics}")  # fmt: skip
+
+
+def _granted(values: tuple[str, ...], any_given: bool, none_given: bool, what: str
+             ) -> tuple[bool, list[str] | None]:  # fmt: skip
+    """(given, the new list) from --X/--any-X/--no-X; None grants any."""
+    if sum((bool(values), any_given, none_given)) > 1:
+        raise click.UsageError(f"give --{what} (repeatable), --any-{what} or --no-{what}, not more")
+    if any_given:
+        return True, None
+    if none_given:
+        return True, []
+    return bool(values), list(dict.fromkeys(values)) if values else None
 
 
 def _shown(record: TenantRecord) -> dict[str, object]:
@@ -57,13 +74,34 @@ def create(name: str, as_json: bool) -> None:
 @click.option("--weight", type=click.FloatRange(min=0, min_open=True), help="Fair-share weight.")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Runs in flight at most.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Dispatches per second.")
-def update(name: str, weight: float | None, concurrency: int | None, rate: float | None) -> None:
-    """Set NAME's fair-share weight and limits (options not given stay as they are)."""
+@click.option("--pool", "pools", multiple=True, help="A worker pool NAME's runs may use "
+              "(repeatable; the list replaces the one before).")  # fmt: skip
+@click.option("--any-pool", is_flag=True, help="Any worker pool (the default).")
+@click.option("--no-pool", is_flag=True, help="No worker pool.")
+@click.option("--topic", "topics", multiple=True, help="A Kafka topic NAME's runs may write "
+              "(repeatable; 'prefix*' for every topic it begins; replaces the list).")  # fmt: skip
+@click.option("--any-topic", is_flag=True, help="Any Kafka topic (the default).")
+@click.option("--no-topic", is_flag=True, help="No Kafka topic.")
+def update(name: str, weight: float | None, concurrency: int | None, rate: float | None,
+           pools: tuple[str, ...], any_pool: bool, no_pool: bool, topics: tuple[str, ...],
+           any_topic: bool, no_topic: bool) -> None:  # fmt: skip
+    """Set NAME's fair-share weight, limits and the worker pools and Kafka topics its runs may
+    reach (options not given stay as they are)."""
     changes = {"weight": weight, "concurrency": concurrency, "rate_per_s": rate}
-    given = {k: v for k, v in changes.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in changes.items() if v is not None}
+    options = (("pools", pools, any_pool, no_pool), ("topics", topics, any_topic, no_topic))
+    for field, values, any_given, none_given in options:
+        was_given, granted = _granted(values, any_given, none_given, field[:-1])
+        if was_given:
+            given[field] = granted
     if not given:
-        raise click.UsageError("give at least one of --weight, --concurrency, --rate")
-    record = TenantAdmin(load_settings()).update(name, **given)
+        raise click.UsageError(
+            "give at least one of --weight, --concurrency, --rate, --pool, --topic"
+        )
+    try:
+        record = TenantAdmin(load_settings()).update(name, **given)
+    except PydanticValidationError as exc:
+        raise click.UsageError(describe_validation(exc)) from None
     click.echo(f"tenant {record.tenant}: {_limits(record)}")
 
 

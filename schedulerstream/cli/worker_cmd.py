@@ -43,7 +43,10 @@ def load_app(spec: str) -> WorkerApp:
               help="Handlers running at once.")  # fmt: skip
 @click.option("--drain", default=30.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to let running handlers finish on SIGTERM.")  # fmt: skip
-def worker(pool: str, app_spec: str, concurrency: int, drain: float) -> None:
+@click.option("--tenant", "tenants", multiple=True, help="Take only this tenant's work "
+              "(repeatable; default: every tenant's). Others' offers fail, unrun.")  # fmt: skip
+def worker(pool: str, app_spec: str, concurrency: int, drain: float,
+           tenants: tuple[str, ...]) -> None:  # fmt: skip
     """Run one worker of POOL (identity from SCHEDULERSTREAM_INSTANCE_ID)."""
     configure_logging("worker")
     settings = load_settings()
@@ -52,7 +55,7 @@ def worker(pool: str, app_spec: str, concurrency: int, drain: float) -> None:
         check_access(settings, "worker", pools=[pool])
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
-    runner = WorkerRunner(settings, app, pool, concurrency=concurrency,
-                          drain_s=drain)  # fmt: skip
+    runner = WorkerRunner(settings, app, pool, concurrency=concurrency, drain_s=drain,
+                          tenants=frozenset(tenants) or None)  # fmt: skip
     install_signal_handlers(runner, deadline_s=drain + STOP_DEADLINE_S)  # drain, then stop
     runner.run()

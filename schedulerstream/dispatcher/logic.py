@@ -267,7 +267,7 @@ class DispatchLogic:
         self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
         self.enqueue(pc, run, run.not_before_us)
         if self._ready is not None and waits_for_ready(spec.target):
-            self._ready(spec.target)  # asks for its topic now, well before it is due
+            self._ready(spec.target, run.tenant)  # asks for its topic now, before it is due
 
     def _spec(self, rec: dict[str, Any]) -> DispatchSpec:
         """The run's spec: the one it carries, else its definition snapshot's."""

@@ -43,9 +43,9 @@ Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
 Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start | None]
 # (context, run) → may the run's next attempt be started before it is due
 Armable = Callable[[PartitionContext, RunRecord], bool]
-# target of an in-transaction attempt → may it start now (False: its start waits, say for the
-# metadata of its topic, asked for by this call)
-Ready = Callable[[TargetConfig], bool]
+# (target of a Kafka record or worker offer, its tenant) → may it start now (False: its start
+# waits, say for the metadata of its topic, asked for by this call)
+Ready = Callable[[TargetConfig, str], bool]
 
 
 class FairSelection:
@@ -109,7 +109,7 @@ class FairSelection:
         record = in_transaction(target)
         if not record and self.limits.full():
             return "blocked"  # before the overlap policy is asked, as when full stopped a tick
-        if self._ready is not None and waits_for_ready(target) and not self._ready(target):
+        if self._ready is not None and waits_for_ready(target) and not self._ready(target, tenant):
             return "blocked"  # a record: asked within the arm window, so known by its due time
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
             return "blocked"  # due soon, but it starts only when due

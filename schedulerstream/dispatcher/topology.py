@@ -19,6 +19,9 @@ record timestamp plus the tier's delay, so no sleeping and no scan; then the run
 tenant queue for the rest of the wait (a tier's records carry waits from its delay up to the
 next tier's), due at ``retry_at``.
 
+Worker pools and Kafka topics a tenant's record does not grant it fail its run, refused,
+without reaching them; until cron.tenants is read, their starts wait.
+
 Worker pools: an attempt is offered on ``work.<pool>`` inside the transaction that records it
 in flight, under a lease (``leases``); cron.worker-events (claimed, heartbeats, outcomes)
 extend or end the lease, ``punctuate`` expires the leases whose time passed, and a cancelled,
@@ -265,8 +268,9 @@ class DispatcherTopology(Topology):
                    what: str) -> Exception | None:  # fmt: skip
         """One run's step of a tick; when it raises (a bug its input met), its store writes
         and records are undone and it is reported, and the tick goes on with the others.
-        The run stays as it was (re-dispatched when the partition next starts, if it is left
-        in flight). An error of the store or a dependency still fails the tick."""
+        A start that raised fails its attempt (``_start_failed``); a run left in flight when
+        that raises too is re-dispatched when the partition next starts. An error of the
+        store or a dependency still fails the tick."""
         mark = ctx.mark()
         try:
             call()
@@ -378,8 +382,19 @@ class DispatcherTopology(Topology):
                 continue
             self._settled = False
             start = functools.partial(self._start, ctx, action)
-            if self._contained(ctx, action.delivery.run_id, start, "starting its attempt"):
+            failed = self._contained(ctx, action.delivery.run_id, start, "starting its attempt")
+            if failed is not None:
                 self._unstarted(ctx.partition, action)
+                self._start_failed(ctx, action, failed)
+
+    def _start_failed(self, ctx: TaskContext, start: Start, exc: Exception) -> None:
+        """The selection left the run in flight; its attempt fails (retried as a failure is)
+        instead of waiting for the partition's next start."""
+        d = start.delivery
+        reason = f"the attempt could not start ({type(exc).__name__}: {exc})"[:1000]
+        done = Completion(start.partition, start.tenant, d.run_id, d.attempt,
+                          Outcome("failed", reason, True, 0), start.host)  # fmt: skip
+        self._record(ctx, done, ctx.now_us(), "recording its failed start")
 
     def _cancel(self, ctx: TaskContext, action: Cancel) -> None:
         lease = self.leases.get(ctx.store, action.run_id)
@@ -409,6 +424,8 @@ class DispatcherTopology(Topology):
         if isinstance(config, HttpConfig | SqsConfig):
             self._unsent[start.partition].append(start)
             ctx.request_commit()
+        elif (refused := self._not_granted(start)) is not None:
+            self._settle(ctx, start, Outcome("refused", refused, False, 0))
         elif isinstance(config, KafkaConfig):
             self._settle(ctx, start, self.kafka.produce(ctx, start, config))
         else:
@@ -457,9 +474,20 @@ class DispatcherTopology(Topology):
         value = cancel_value(lease.run_id, lease.attempt, reason, ctx.partition)
         ctx.produce(topic, lease.run_id.encode(), value, None)
 
-    def _ready(self, target: Any) -> bool:
-        """May a start to ``target`` go now: a Kafka target's metadata, a worker pool's topic
-        is in (asked for, off the loop, when not)."""
+    def _not_granted(self, start: Start) -> str | None:
+        """Why ``start``'s tenant may not reach its pool or topic (cron.tenants grants)."""
+        grants = self.tenants.grants.get(start.tenant)
+        return None if grants is None else grants.refusal(start.tenant, start.target)
+
+    def _ready(self, target: Any, tenant: str) -> bool:
+        """May a start of ``tenant`` to ``target`` go now: the grants are read (one not granted
+        goes at once, to be refused: its pool or topic is not asked about), a Kafka target's
+        metadata, a worker pool's topic is in (asked for, off the loop, when not)."""
+        if not self.tenants.ready:
+            return False
+        grants = self.tenants.grants.get(tenant)
+        if grants is not None and grants.refusal(tenant, target) is not None:
+            return True
         if isinstance(target, WorkerConfig):
             return self.work_topics.ready(target.pool)
         return self.kafka.ready(target)

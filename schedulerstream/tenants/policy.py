@@ -1,5 +1,6 @@
-"""The dispatcher's live per-tenant fair-share settings from cron.tenants: DRR weights and
-``Limits`` overrides, as mappings that rings and limits hold by reference."""
+"""The dispatcher's live per-tenant settings from cron.tenants: DRR weights, ``Limits``
+overrides and target grants, as mappings that rings, limits and the topology hold by
+reference."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeVar, overload
 
 from schedulerstream.settings import Settings
 from schedulerstream.tenants.follower import Snapshot, TenantFollower
-from schedulerstream.tenants.record import TenantLimits, TenantRecord
+from schedulerstream.tenants.record import TenantGrants, TenantLimits, TenantRecord
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,10 @@ class LiveMapping(Mapping[str, V]):
 def _describe(record: TenantRecord) -> str:
     concurrency = "default" if record.concurrency is None else record.concurrency
     rate = "default" if record.rate_per_s is None else f"{record.rate_per_s:g}/s"
-    return f"weight {record.weight:g}, concurrency {concurrency}, rate {rate}"
+    pools = "any" if record.pools is None else ",".join(record.pools) or "none"
+    topics = "any" if record.topics is None else ",".join(record.topics) or "none"
+    return (f"weight {record.weight:g}, concurrency {concurrency}, rate {rate}, "
+            f"pools {pools}, topics {topics}")  # fmt: skip
 
 
 class TenantPolicy:
@@ -64,6 +68,7 @@ class TenantPolicy:
     def __init__(self, records: Mapping[str, TenantRecord] | None = None) -> None:
         self.weights: LiveMapping[float] = LiveMapping()
         self.limits: LiveMapping[TenantLimits] = LiveMapping()
+        self.grants: LiveMapping[TenantGrants] = LiveMapping()  # tenants with any
         self._records: Snapshot = {}
         self._follower: TenantFollower | None = None
         if records:
@@ -78,7 +83,8 @@ class TenantPolicy:
         policy._follower = follower.start()
         if wait_s > 0 and not follower.wait_ready(wait_s):
             topic, why = settings.topics.tenants, follower.error or "no answer"
-            log.warning("%s not read in %g s (%s): defaults until it is", topic, wait_s, why)
+            log.warning("%s not read in %g s (%s): defaults until it is, and Kafka and worker "
+                        "starts wait for its grants", topic, wait_s, why)  # fmt: skip
         return policy
 
     @property
@@ -101,8 +107,10 @@ class TenantPolicy:
             for tenant, record in records.items()
             if record.concurrency is not None or record.rate_per_s is not None
         }
+        grants = {tenant: TenantGrants.of(record) for tenant, record in records.items()}
         self.weights.replace(weights)
         self.limits.replace(limits)
+        self.grants.replace({tenant: g for tenant, g in grants.items() if g is not None})
         self._log_changes(records)
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from schedulerstream.tenants.follower import (
     tenants_consumer,
 )
 from schedulerstream.tenants.keys import parse_key, secret_hash
-from schedulerstream.tenants.record import TenantRecord
+from schedulerstream.tenants.record import TenantGrants, TenantRecord
 
 __all__ = ["TenantView", "apply_message", "read_all", "tenants_consumer"]
 
@@ -44,6 +44,12 @@ class TenantView:
         """The tenants materialized, sorted."""
         with self._lock:
             return sorted(self._records)
+
+    def grants(self, tenant: str) -> TenantGrants | None:
+        """The pools and topics ``tenant`` may reach (None: any)."""
+        with self._lock:
+            record = self._records.get(tenant)
+        return None if record is None else TenantGrants.of(record)
 
     def authenticate(self, api_key: str) -> str | None:
         """The tenant whose current key is ``api_key``, else None."""

@@ -1,7 +1,8 @@
 """WorkerRunner: one member of a pool's consumer group running offers on a WorkerApp.
 
 Per offer read from ``{prefix}work.{pool}`` (read_committed): skip it when its claim window
-or deadline passed, it was cancelled, or it is already running here; else report ``claimed``
+or deadline passed, it was cancelled, or it is already running here; fail it unrun when it is
+of a tenant the worker does not serve (``tenants``) or has no handler; else report ``claimed``
 on ``{prefix}worker-events``, commit the offer's offset and start the handler. While it runs,
 heartbeat every lease/3; at the end report ``succeeded`` or ``failed`` (a cancelled attempt
 reports nothing: the dispatcher already ended it). At ``concurrency`` running handlers the
@@ -56,7 +57,7 @@ class WorkerRunner:
 
     def __init__(self, settings: Settings, app: WorkerApp, pool: str, *, concurrency: int = 1,
                  worker_id: str | None = None, clock: Clock | None = None,
-                 drain_s: float = 30.0) -> None:  # fmt: skip
+                 drain_s: float = 30.0, tenants: frozenset[str] | None = None) -> None:  # fmt: skip
         if concurrency < 1:
             raise ConfigError("concurrency must be at least 1")
         self.settings = settings
@@ -66,6 +67,7 @@ class WorkerRunner:
         self.worker_id = worker_id or settings.instance_id
         self.clock: Clock = clock or SystemClock()
         self.drain_s = drain_s
+        self.tenants = tenants  # whose work it takes (None: anyone's)
         self.topic = settings.topics.work(pool)
         self.events_topic = settings.topics.worker_events
         self.group_id = self.topic
@@ -179,6 +181,8 @@ class WorkerRunner:
             return
         if isinstance(record, WorkCancel):
             self._cancel(record)
+        elif self.tenants is not None and record.tenant not in self.tenants:
+            self._refuse(record)  # at once: it never needs one of the handlers' slots
         elif self._stopping or len(self._running) >= self.concurrency:
             tp = TopicPartition(self.topic, partition, offset)
             consumer.pause([tp])
@@ -220,6 +224,14 @@ class WorkerRunner:
         self._cancels.watch(partition, offset + 1)
         self.counters["claimed"] += 1
         log.info("claimed run=%s attempt=%d", offer.run_id, offer.attempt)
+
+    def _refuse(self, offer: WorkOffer) -> None:
+        """An offer of a tenant this worker does not serve fails, unrun and not retried."""
+        self.counters["other_tenant"] += 1
+        served = ", ".join(sorted(self.tenants or ()))
+        reason = (f"worker {self.worker_id} of pool {self.pool} takes the work of {served} "
+                  f"only, not of {offer.tenant}")  # fmt: skip
+        self._emit(offer, "failed", reason=reason, retryable=False)
 
     def _cancel(self, cancel: WorkCancel) -> None:
         key = (cancel.run_id, cancel.attempt)

@@ -13,7 +13,9 @@ from schedulerstream.codec import default_codec
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
+from schedulerstream.tenants import TenantAdmin
 from tests.api.helpers import SECRET, auth, job_body, seed_job, seed_run
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -222,3 +224,28 @@ def test_cron_next_with_dst_notes(client: TestClient, keys: dict[str, str]) -> N
     bad_zone = _fields(client.get("/v1/cron/next?expr=@daily&tz=No/Where", headers=h))
     assert bad_zone == {"tz": "unknown IANA time zone 'No/Where'"}
     assert "count" in _fields(client.get("/v1/cron/next?expr=@daily&count=0", headers=h))
+
+
+def test_a_pool_or_topic_not_granted_to_the_tenant_is_refused_at_once(
+    client: TestClient, keys: dict[str, str], topo: Settings
+) -> None:
+    TenantAdmin(topo).update("acme", pools=["reports"], topics=["acme.*"])
+    view = client.app.state.api.tenants  # type: ignore[attr-defined]
+    wait_until(lambda: view.grants("acme") is not None, 30, "the grants in the API's view")
+    h = auth(keys["acme"])
+    put = lambda body: client.put("/v1/jobs/j1", json=body, headers=h)  # noqa: E731
+    pool = _fields(put(job_body(target={"type": "worker", "pool": "billing"})))
+    assert "worker pool 'billing' is not granted to tenant acme" in pool["target"]
+    topic = _fields(put(job_body(target={"type": "kafka", "topic": "globex.out"})))
+    assert "Kafka topic 'globex.out' is not granted" in topic["target"]
+    notify = {"on": ["paused"], "target": {"type": "worker", "pool": "billing"}}
+    assert "billing" in _fields(put(job_body(notify=notify)))["notify.target"]
+    ok = put(job_body(target={"type": "kafka", "topic": "acme.out"}))
+    assert ok.status_code in (200, 201), ok.text
+    TenantAdmin(topo).update("acme", topics=["acme.reports.*"])  # narrowed: acme.out left out
+    wait_until(lambda: "acme.reports." in view.grants("acme").prefixes, 30, "the narrowing")
+    paused = client.post("/v1/jobs/j1/pause", headers=h)  # its runs are refused: it may stop
+    assert paused.status_code == 200 and paused.json()["paused"], paused.text
+    other = client.put("/v1/jobs/j1", json=job_body(target={"type": "worker", "pool": "billing"}),
+                       headers=auth(keys["globex"]))  # fmt: skip
+    assert other.status_code in (200, 201), other.text  # globex has no grants: any pool

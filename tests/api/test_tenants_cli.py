@@ -56,3 +56,24 @@ def test_create_update_revoke_list(topo: Settings) -> None:
 def test_update_of_unknown_tenant_fails(topo: Settings) -> None:
     code, out = _run(topo, "update", "ghost", "--weight", "2")
     assert code != 0 and "no tenant 'ghost'" in out
+
+
+def test_update_grants_pools_and_topics(topo: Settings) -> None:
+    assert _run(topo, "create", "acme")[0] == 0
+    code, out = _run(topo, "update", "acme", "--pool", "reports", "--pool", "mail",
+                     "--topic", "acme.*")  # fmt: skip
+    assert code == 0, out
+    assert "pools=reports,mail topics=acme.*" in out
+    record = TenantAdmin(topo).get("acme")
+    assert (record.pools, record.topics) == (["reports", "mail"], ["acme.*"])
+    code, out = _run(topo, "update", "acme", "--weight", "2")  # the grants stay
+    assert code == 0 and TenantAdmin(topo).get("acme").pools == ["reports", "mail"], out
+    code, out = _run(topo, "update", "acme", "--any-pool", "--no-topic")
+    assert code == 0, out
+    record = TenantAdmin(topo).get("acme")
+    assert (record.pools, record.topics, record.weight) == (None, [], 2.0)
+    code, out = _run(topo, "update", "acme", "--pool", "x", "--any-pool")
+    assert code == 2 and "not more" in out
+    code, out = _run(topo, "update", "acme", "--topic", "no spaces")
+    assert code == 2 and "topics" in out
+    assert TenantAdmin(topo).get("acme").topics == []  # nothing written

@@ -161,3 +161,28 @@ def test_a_failed_tick_gives_back_only_the_slots_its_own_starts_took(setup) -> N
     assert not _tick(topology, ctx, now + 1_000)
     assert topology.limits.in_flight == 1  # zeta's slot back, acme's still held
     assert dict(topology.limits.by_tenant) == {"acme": 1}
+
+
+def test_a_start_that_raises_fails_its_attempt_and_the_run_is_retried(setup) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    out = ContextOutput(ctx)
+    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme", **kafka), now)
+    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+
+    def produce(ctx: Any, start: Any, config: Any) -> Outcome:
+        if start.tenant == "evil":
+            raise RuntimeError("boom")
+        return Outcome("succeeded", "written", False, 1)
+
+    topology.kafka.produce = produce  # type: ignore[method-assign]
+    assert _tick(topology, ctx, now)
+    acme = topology.logic.load(ctx.store, run_id(tenant="acme"))
+    evil = topology.logic.load(ctx.store, run_id(tenant="evil"))
+    assert acme.outcome.value == "succeeded"
+    # before: left in flight, with nothing sent, until the partition next started
+    assert evil.status != IN_FLIGHT and evil.attempt == 1
+    assert "the attempt could not start (RuntimeError: boom)" in evil.last_error
+    assert topology.limits.in_flight == 0

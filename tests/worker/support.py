@@ -122,10 +122,11 @@ def dispatcher_thread(settings: Settings) -> Iterator[DispatcherTopology]:
 
 @contextmanager
 def worker_thread(settings: Settings, pool: str = "p", worker_id: str = "w1",
-                  concurrency: int = 1) -> Iterator[WorkerRunner]:  # fmt: skip
+                  concurrency: int = 1,
+                  tenants: frozenset[str] | None = None) -> Iterator[WorkerRunner]:  # fmt: skip
     """A WorkerRunner of ``tests.worker.apps:app`` in this process."""
     runner = WorkerRunner(settings, app, pool, concurrency=concurrency, worker_id=worker_id,
-                          drain_s=0)  # fmt: skip
+                          drain_s=0, tenants=tenants)  # fmt: skip
     runner.start()
     thread = threading.Thread(target=runner.run, name=f"worker {worker_id}", daemon=True)
     thread.start()

@@ -188,3 +188,26 @@ def test_a_dispatcher_restart_keeps_a_run_its_worker_is_still_on(
             assert events == [("accepted", 0), ("started", 1), ("succeeded", 1)]
             assert worker.counters["claimed"] == 1 and again.leases.counters["expired"] == 0
             wait_for(lambda: again.limits.in_flight == 0, 5, "the slot back", every=0.1)
+
+
+def test_a_worker_serving_one_tenant_fails_anothers_offer_unrun(
+    topo: Settings, tmp_path: Path
+) -> None:
+    runs = Runs(topo)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    with (
+        dispatcher_thread(topo),
+        worker_thread(topo, worker_id="w1", tenants=frozenset({"acme"})) as worker,
+    ):
+        intruder = runs.trigger(worker_job("sneaky", tenant="globex"), {"marker": str(markers)})
+        own = runs.trigger(worker_job("own"), {"sleep": 0.1})
+        assert events_of(topo, own, "succeeded")[-1] == ("succeeded", 1)
+        assert events_of(topo, intruder, "failed") == [
+            ("accepted", 0), ("started", 1), ("failed", 1),
+        ]  # fmt: skip
+        assert worker.counters["other_tenant"] == 1 and worker.counters["claimed"] == 1
+    [failed] = [e for e in attempt_events(topo)[intruder] if e["kind"] == "failed"]
+    assert "takes the work of acme only, not of globex" in failed["reason"]
+    assert not started(markers, intruder, 1)  # its handler never ran
+    assert not list(markers.iterdir())
