@@ -138,7 +138,7 @@ def test_a_job_over_the_payload_limit_is_named_and_nothing_is_produced(
     result = CliRunner().invoke(schedules, ["put", str(path)], env=env)
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [
-        "error: payload: t0/job-900: the payload is 2,012 bytes of JSON; the limit is 1,000 "
+        "error: payload: t0/job-900: the payload is 2,011 bytes of JSON; the limit is 1,000 "
         "(SCHEDULERSTREAM_MAX_PAYLOAD_BYTES)",
         "nothing was produced",
     ]
