@@ -16,9 +16,12 @@ class DeficitRing:
     Weights (floats) are looked up live in ``weights``, held by reference: one mapping updated
     from cron.tenants serves every ring, and a change applies from the next round. A tenant's
     quantum is its weight over the smallest weight in the ring, so ratios hold and the lightest
-    tenant starts a run every round (no idle rounds with weights below 1). Whole starts a tenant
-    could not use in its visit (a limit, nothing due) are forfeited, never saved up into a burst;
-    the fraction carries over, so weight 1.5 against 1 starts 3 runs to 2. A missing, zero,
+    tenant starts a run every round (no idle rounds with weights below 1). A visit that a limit
+    cuts short after a start resumes at the next round with what is left of the quantum (no
+    new one until that is spent), so when a shared limit frees one place a round the places
+    still follow the weights; a limit that stops a fresh quantum before its first start
+    forfeits its whole starts, so nothing saves up into a burst of more than one quantum. The
+    fraction carries over, so weight 1.5 against 1 starts 3 runs to 2. A missing, zero,
     negative or non-finite weight counts as ``default_weight``.
     """
 
@@ -53,10 +56,10 @@ class DeficitRing:
     def round(self, serve: Callable[[str], str]) -> bool:
         """One DRR round. ``serve(tenant)`` tries to start one run: "started", "skipped" (a
         run was consumed without a start: costs nothing), "blocked" (a limit) or "empty".
-        Served tenants move to the back, behind those that were blocked before they got
-        anything: a place that a shared limit (the process-wide one) frees next goes to the
-        tenant it turned away, not to whoever the ring visits first every time. True when
-        anything was started or consumed."""
+        A tenant that spent its quantum moves to the back, behind those a limit stopped
+        before they spent it: a place that a shared limit (the process-wide one) frees next
+        goes to a tenant it stopped, not to whoever the ring visits first every time. True
+        when anything was started or consumed."""
         tenants = list(self._deficits)
         if not tenants:
             return False
@@ -65,7 +68,10 @@ class DeficitRing:
         progressed = False
         turned_away: list[tuple[str, float]] = []
         for tenant, weight in zip(tenants, weights, strict=True):
-            deficit = self._deficits[tenant] % 1.0 + weight / lightest
+            deficit = self._deficits[tenant]
+            fresh = deficit < 1.0  # else: what a limit left of its last quantum
+            if fresh:
+                deficit += weight / lightest
             state = "started"
             served = False
             while deficit >= 1.0:
@@ -79,10 +85,12 @@ class DeficitRing:
             progressed = progressed or served
             if state == "empty":
                 continue
-            if served:
+            if deficit < 1.0:
                 self._deficits[tenant] = deficit
-            else:
+            elif served or not fresh:  # cut short: the rest of its quantum, next at the front
                 turned_away.append((tenant, deficit))
+            else:  # turned away before a start: a fresh quantum next round, at the front
+                turned_away.append((tenant, deficit % 1.0))
         if turned_away:
             self._deficits = {**dict(turned_away), **self._deficits}
         return progressed

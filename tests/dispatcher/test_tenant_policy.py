@@ -286,3 +286,36 @@ def test_a_tenant_turned_away_is_visited_first_in_the_next_round() -> None:
         ring.round(serve)
     # before, the ring's first tenant took every place that freed
     assert started == ["first", "second", "third", "first", "second", "third"]
+
+
+def test_places_a_shared_limit_frees_one_a_round_follow_the_weights() -> None:
+    ring = ring_of({"heavy": 3.0, "light": 1.0}, "light", "heavy")
+    started: Counter[str] = Counter()
+    places = [0]
+
+    def serve(tenant: str) -> str:
+        if places[0] == 0:
+            return "blocked"  # a limit both tenants share
+        places[0] -= 1
+        started[tenant] += 1
+        return "started"
+
+    for _ in range(400):
+        places[0] = 1  # one place frees between rounds
+        ring.round(serve)
+    # before, a tenant stopped part-way through its quantum lost the rest: 1:1
+    assert started == {"heavy": 300, "light": 100}
+
+
+def test_dispatch_logic_follows_the_weights_when_one_place_frees_at_a_time() -> None:
+    h = Harness(concurrency=1, weights={"heavy": 3.0})
+    for n in range(60):
+        h.run(run_triggered(n, tenant="light", at=T0 - 100 * SECOND))
+        h.run(run_triggered(n, tenant="heavy", at=T0 - 100 * SECOND))
+    started: Counter[str] = Counter()
+    for _ in range(40):
+        starts = h.tick()
+        assert len(starts) == 1
+        started[starts[0].tenant] += 1
+        h.finish(starts[0].delivery.run_id)
+    assert started == {"heavy": 30, "light": 10}
