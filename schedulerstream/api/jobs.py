@@ -31,6 +31,7 @@ from schedulerstream.api.views import REDACTED, JobView, job_out_of_row, lookup
 from schedulerstream.errors import ValidationError
 from schedulerstream.ids import ID_PATTERN, job_key, manual_run_id
 from schedulerstream.model import JobDefinition, instant_us
+from schedulerstream.targets.sqs_regions import region_refusals
 from schedulerstream.timing.spec import schedule_of
 
 MAX_BACKFILL_RUNS = 100_000
@@ -67,10 +68,14 @@ def _publish(state: ApiState, job: JobDefinition, current: JobView | None) -> Jo
     return versioned
 
 
-def _check_grants(state: ApiState, job: JobDefinition) -> None:
-    """422 for a pool or topic the tenant's grants leave out (the dispatcher refuses its runs
-    too: this says so at once). Only where a definition is given: a pause or resume of a job
-    whose grants narrowed since still goes through."""
+def _check_targets(state: ApiState, job: JobDefinition) -> None:
+    """422 for an SQS region no client may be made for, or a pool or topic the tenant's grants
+    leave out (the dispatcher refuses such runs too: this says so at once). Only where a
+    definition is given: a pause or resume of a job whose grants narrowed since still goes
+    through."""
+    refusals = region_refusals(job)
+    if refusals:
+        raise ValidationError(*refusals[0])
     grants = state.tenants.grants(job.tenant)
     if grants is None:
         return
@@ -107,7 +112,7 @@ def put_job(
     if body.job_id is not None and body.job_id != job_id:
         raise ValidationError("job_id", "must match the job id in the path (or be left out)")
     job = body.definition(tenant, job_id)
-    _check_grants(state, job)
+    _check_targets(state, job)
     expected = _expected_version(if_match)
     current = lookup(state, tenant, job_id)
     if expected is not None and (current is None or current.version != expected):

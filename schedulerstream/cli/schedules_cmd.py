@@ -9,9 +9,10 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from schedulerstream.errors import SchedulerStreamError, ValidationError
-from schedulerstream.jobfile import Progress, check_job_file
+from schedulerstream.jobfile import JobFileError, Progress, check_job_file
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
+from schedulerstream.targets.sqs_regions import region_refusals
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -99,8 +100,11 @@ def put_text(
         records: list[tuple[bytes, bytes | None]] = []
         errors: list[str] = []
         over: str | None = None  # the first job over a record limit
-        for _, job, problems in check_job_file(text, progress):
+        for line, job, problems in check_job_file(text, progress):
             errors.extend(str(problem) for problem in problems)
+            if job is not None:
+                refusals = region_refusals(job)
+                errors.extend(str(JobFileError(line, *r, job.key)) for r in refusals)
             if job is None or errors or over is not None:
                 continue
             try:

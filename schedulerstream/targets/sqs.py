@@ -6,8 +6,8 @@ Credentials and endpoints come from the standard AWS SDK sources (``AWS_ACCESS_K
 ``MessageDeduplicationId``, so a retry of an attempt that did land is dropped by SQS.
 
 A client takes 40-70 ms of the delivery loop to make, and every tenant's attempts wait for
-it. So a region must be one botocore knows for SQS (unless an endpoint is set: an emulator
-signs with any name), and at most ``max_clients`` are kept, the least recently used idle
+it. So a region must be one botocore knows for SQS (``sqs_regions``: any, with an endpoint
+set), and at most ``max_clients`` are kept, the least recently used idle
 one closed first: one tenant naming region after region cannot stall the others.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -38,12 +37,12 @@ from schedulerstream.ids import job_key
 from schedulerstream.model import SqsTarget as SqsTargetConfig
 from schedulerstream.targets.base import Delivery, Outcome, OutcomeKind
 from schedulerstream.targets.envelope import envelope_bytes
+from schedulerstream.targets.sqs_regions import region_refusal
 
 if TYPE_CHECKING:
     from types_aiobotocore_sqs import SQSClient
 
 MAX_CLIENTS = 64  # botocore knows 46 SQS regions: every one of them stays open
-ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL")
 _DEDUP_ID = re.compile(r"^[!-~]{1,128}$")  # SQS: printable ASCII, at most 128
 _RETRYABLE_CODES = frozenset(
     {
@@ -136,9 +135,9 @@ class SqsSender:
         region = target_config.region
         try:
             async with asyncio.timeout(delivery.deadline):
-                if not await self._clients.known(region):
-                    return done("refused", f"{region!r} is not an SQS region this botocore "
-                                           "knows (a newer botocore may)", False)  # fmt: skip
+                refused = self._clients.refusal(region)
+                if refused is not None:
+                    return done("refused", refused, False)
                 async with self._clients.use(region) as client:
                     answer = await client.send_message(**args)
         except TimeoutError:
@@ -178,23 +177,16 @@ class _Clients:
         self._limit = limit
         self._open: OrderedDict[str, tuple[Any, SQSClient]] = OrderedDict()  # region → (cm, client)
         self._using: dict[str, int] = {}
-        self._regions: frozenset[str] | None = None
         self._lock = asyncio.Lock()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    async def known(self, region: str) -> bool:
-        """Whether ``region`` may get a client: any region when an endpoint is set."""
-        if self._endpoint_url or any(os.environ.get(v) for v in ENDPOINT_VARIABLES):
-            return True
-        if self._regions is None:
-            session = self._session
-            found: set[str] = set()
-            for partition in session.get_available_partitions():
-                found.update(await session.get_available_regions("sqs", partition_name=partition))
-            self._regions = frozenset(found)
-        return region in self._regions
+    def refusal(self, region: str) -> str | None:
+        """Why ``region`` may not get a client (None: it may; any may with an endpoint)."""
+        if self._endpoint_url:
+            return None
+        return region_refusal(region, self._session)
 
     @contextlib.asynccontextmanager
     async def use(self, region: str) -> AsyncIterator[SQSClient]:

@@ -226,6 +226,28 @@ def test_cron_next_with_dst_notes(client: TestClient, keys: dict[str, str]) -> N
     assert "count" in _fields(client.get("/v1/cron/next?expr=@daily&count=0", headers=h))
 
 
+def test_an_sqs_region_botocore_does_not_know_is_refused_at_once(
+    client: TestClient, keys: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for name in ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL"):  # real AWS: no emulator
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    h = auth(keys["acme"])
+    queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
+    typo = {"type": "sqs", "queue_url": queue, "region": "eu-west1"}
+    refused = _fields(client.put("/v1/jobs/j1", json=job_body(target=typo), headers=h))
+    assert refused["target"].startswith("'eu-west1' is not an SQS region this botocore knows")
+    notify = {"on": ["paused"], "target": typo}
+    assert "eu-west1" in _fields(client.put("/v1/jobs/j1", json=job_body(notify=notify),
+                                            headers=h))["notify.target"]  # fmt: skip
+    ok = client.put("/v1/jobs/j1", json=job_body(target={**typo, "region": "eu-west-1"}), headers=h)
+    assert ok.status_code in (200, 201), ok.text
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9324")  # an emulator: any name
+    local = client.put("/v1/jobs/j2", json=job_body(target={**typo, "region": "elasticmq"}),
+                       headers=h)  # fmt: skip
+    assert local.status_code in (200, 201), local.text
+
+
 def test_a_pool_or_topic_not_granted_to_the_tenant_is_refused_at_once(
     client: TestClient, keys: dict[str, str], topo: Settings
 ) -> None:

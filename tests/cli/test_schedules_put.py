@@ -148,3 +148,25 @@ def test_a_job_over_the_payload_limit_is_named_and_nothing_is_produced(
     assert result.stderr.splitlines()[0].startswith("error: line 2001: schedule.every: ")
     assert len(result.stderr.splitlines()) == 2
     assert _written_keys(topo) == []
+
+
+def test_an_sqs_region_botocore_does_not_know_is_named_and_nothing_is_produced(
+    topo: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL"):  # real AWS: no emulator
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+    jobs = [_job(n) for n in range(20)]
+    jobs[7] = _job(7, target={"type": "sqs", "queue_url": queue, "region": "us-east1"})
+    jobs[8] = _job(8, target={"type": "sqs", "queue_url": queue, "region": "us-east-1"})
+    result = CliRunner().invoke(schedules, ["put", str(_file(tmp_path, jobs))],
+                                env=settings_env(topo))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "error: line 8: target: 'us-east1' is not an SQS region this botocore knows (a newer "
+        "botocore may; an emulator takes any name once AWS_ENDPOINT_URL_SQS is set) "
+        "(job t1/job-7)",
+        "nothing was produced",
+    ]
+    assert _written_keys(topo) == []
