@@ -18,9 +18,10 @@ class DeficitRing:
     quantum is its weight over the smallest weight in the ring, so ratios hold and the lightest
     tenant starts a run every round (no idle rounds with weights below 1). A visit that a limit
     cuts short after a start resumes at the next round with what is left of the quantum (no
-    new one until that is spent), so when a shared limit frees one place a round the places
-    still follow the weights; a limit that stops a fresh quantum before its first start
-    forfeits its whole starts, so nothing saves up into a burst of more than one quantum. The
+    new one until that is spent, and never more than the quantum of the weight now), so when
+    a shared limit frees one place a round the places still follow the weights; a limit that
+    stops a fresh quantum before its first start forfeits it (the fraction carried into it
+    stays), so nothing saves up into a burst of more than one quantum. The
     fraction carries over, so weight 1.5 against 1 starts 3 runs to 2. A missing, zero,
     negative or non-finite weight counts as ``default_weight``.
     """
@@ -68,16 +69,18 @@ class DeficitRing:
         progressed = False
         turned_away: list[tuple[str, float]] = []
         for tenant, weight in zip(tenants, weights, strict=True):
-            deficit = self._deficits[tenant]
-            fresh = deficit < 1.0  # else: what a limit left of its last quantum
-            if fresh:
-                deficit += weight / lightest
+            carried = self._deficits[tenant]
+            quantum = weight / lightest
+            fresh = carried < 1.0  # else: what a limit left of its last quantum
+            # a remainder is capped by the quantum of today's weight, lowered since perhaps
+            deficit = carried + quantum if fresh else min(carried, quantum + carried % 1.0)
             state = "started"
-            served = False
+            served = started = False
             while deficit >= 1.0:
                 state = serve(tenant)
                 if state == "started":
                     deficit -= 1.0
+                    started = True
                 elif state != "skipped":
                     break
                 served = True
@@ -87,10 +90,10 @@ class DeficitRing:
                 continue
             if deficit < 1.0:
                 self._deficits[tenant] = deficit
-            elif served or not fresh:  # cut short: the rest of its quantum, next at the front
+            elif started or not fresh:  # cut short: the rest of its quantum, next at the front
                 turned_away.append((tenant, deficit))
-            else:  # turned away before a start: a fresh quantum next round, at the front
-                turned_away.append((tenant, deficit % 1.0))
+            else:  # stopped before a start: a fresh quantum next round, at the front
+                turned_away.append((tenant, carried))
         if turned_away:
             self._deficits = {**dict(turned_away), **self._deficits}
         return progressed
