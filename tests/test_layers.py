@@ -50,8 +50,9 @@ CORE = frozenset(
     }
 )
 # Adapters to the outside (Kafka clients and admin, the read model's databases, publishing,
-# tenant records, child processes): the core and Kafka, nothing of the runtime or topologies.
-ADAPTERS = frozenset({"kafka", "readmodel", "publish", "supervisor", "tenants"})
+# tenant records, child processes, botocore's SQS regions): the core and Kafka, nothing of the
+# runtime or topologies.
+ADAPTERS = frozenset({"kafka", "readmodel", "publish", "sqs_regions", "supervisor", "tenants"})
 TOPOLOGIES = frozenset({"scheduler", "dispatcher", "projector"})
 FACES = frozenset({"api", "cli", "__main__"})
 
@@ -61,12 +62,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kafka": CORE,
     "readmodel": CORE,
     "supervisor": CORE,
+    "sqs_regions": CORE,
     "publish": CORE | {"kafka"},
     "tenants": CORE | {"kafka"},
     # the processor runtime knows nothing of schedules or targets
     "runtime": CORE | {"kafka"},
     # targets implement one Protocol and know nothing of consumer loops or state stores
-    "targets": CORE | {"kafka"},
+    "targets": CORE | {"kafka", "sqs_regions"},
     # the worker SDK runs a pool's jobs (the wire format it shares is contracts/worker.py)
     "worker": CORE | {"kafka"},
     # metrics read the runtime's counters; topologies observe into them
@@ -76,7 +78,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "dispatcher": CORE | {"kafka", "runtime", "observability", "targets", "tenants"},
     "projector": CORE | {"kafka", "runtime", "observability", "readmodel"},
     # faces: nothing below imports them
-    "api": CORE | {"kafka", "publish", "readmodel", "tenants"},
+    "api": CORE | {"kafka", "publish", "readmodel", "sqs_regions", "tenants"},
     "cli": CORE | ADAPTERS | TOPOLOGIES | {"runtime", "targets", "worker", "observability", "api"},
     "__main__": frozenset({"cli"}),
 }

@@ -31,7 +31,7 @@ from schedulerstream.api.views import REDACTED, JobView, job_out_of_row, lookup
 from schedulerstream.errors import ValidationError
 from schedulerstream.ids import ID_PATTERN, job_key, manual_run_id
 from schedulerstream.model import JobDefinition, instant_us
-from schedulerstream.targets.sqs_regions import region_refusals
+from schedulerstream.sqs_regions import region_refusals
 from schedulerstream.timing.spec import schedule_of
 
 MAX_BACKFILL_RUNS = 100_000

@@ -12,7 +12,7 @@ from schedulerstream.errors import SchedulerStreamError, ValidationError
 from schedulerstream.jobfile import JobFileError, Progress, check_job_file
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
-from schedulerstream.targets.sqs_regions import region_refusals
+from schedulerstream.sqs_regions import region_refusals
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar

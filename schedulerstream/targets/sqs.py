@@ -35,9 +35,9 @@ from botocore.exceptions import (
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.ids import job_key
 from schedulerstream.model import SqsTarget as SqsTargetConfig
+from schedulerstream.sqs_regions import region_refusal
 from schedulerstream.targets.base import Delivery, Outcome, OutcomeKind
 from schedulerstream.targets.envelope import envelope_bytes
-from schedulerstream.targets.sqs_regions import region_refusal
 
 if TYPE_CHECKING:
     from types_aiobotocore_sqs import SQSClient

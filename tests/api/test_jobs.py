@@ -227,11 +227,8 @@ def test_cron_next_with_dst_notes(client: TestClient, keys: dict[str, str]) -> N
 
 
 def test_an_sqs_region_botocore_does_not_know_is_refused_at_once(
-    client: TestClient, keys: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    client: TestClient, keys: dict[str, str], monkeypatch: pytest.MonkeyPatch, real_aws: Any
 ) -> None:
-    for name in ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL"):  # real AWS: no emulator
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     h = auth(keys["acme"])
     queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
     typo = {"type": "sqs", "queue_url": queue, "region": "eu-west1"}

@@ -151,11 +151,8 @@ def test_a_job_over_the_payload_limit_is_named_and_nothing_is_produced(
 
 
 def test_an_sqs_region_botocore_does_not_know_is_named_and_nothing_is_produced(
-    topo: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    topo: Settings, tmp_path: Path, real_aws: Path
 ) -> None:
-    for name in ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL"):  # real AWS: no emulator
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
     jobs = [_job(n) for n in range(20)]
     jobs[7] = _job(7, target={"type": "sqs", "queue_url": queue, "region": "us-east1"})

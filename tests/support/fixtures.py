@@ -1,4 +1,5 @@
-"""Shared fixtures: topics applied for a test, and processor processes that are always stopped."""
+"""Shared fixtures: topics applied for a test, processor processes that are always stopped, and
+an AWS configuration without endpoints."""
 
 from __future__ import annotations
 
@@ -9,10 +10,25 @@ from pathlib import Path
 import pytest
 
 from harness.procs import ProcessorProcess
+from schedulerstream import sqs_regions
 from schedulerstream.kafka import topics
 from schedulerstream.settings import Settings
 
 Spawn = Callable[..., ProcessorProcess]
+
+
+@pytest.fixture
+def real_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No SQS endpoint from the environment or a config file (real AWS, not an emulator); the
+    shared config file is the returned path, read afresh by the default session."""
+    for name in (*sqs_regions.ENDPOINT_VARIABLES, sqs_regions.IGNORE_VARIABLE, "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "aws-config"
+    config.write_text("[default]\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    sqs_regions._session.cache_clear()  # the default session reads its config file once
+    yield config
+    sqs_regions._session.cache_clear()
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from aiobotocore.session import get_session
 
 from schedulerstream.clock import ManualClock
 from schedulerstream.model import SqsTarget as SqsTargetConfig
+from schedulerstream.sqs_regions import ENDPOINT_VARIABLES
 from schedulerstream.targets import Outcome, Sender
 from schedulerstream.targets.envelope import envelope
 from schedulerstream.targets.sqs import SqsSender, deduplication_id, send_message_args
-from schedulerstream.targets.sqs_regions import ENDPOINT_VARIABLES
 from tests.targets.helpers import delivery
 from tests.targets.procs import ElasticMQ
 

@@ -8,18 +8,13 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from schedulerstream.targets.sqs_regions import ENDPOINT_VARIABLES, region_refusal
+from schedulerstream.sqs_regions import region_refusal
 
 
 @pytest.fixture
-def aws_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No endpoint in the environment; the shared config file is ``aws_home / "config"``."""
-    for name in (*ENDPOINT_VARIABLES, "AWS_PROFILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
-        monkeypatch.delenv(name, raising=False)
-    config = tmp_path / "config"
-    config.write_text("[default]\nregion = us-east-1\n")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    return config
+def aws_home(real_aws: Path) -> Path:
+    """The shared config file, no endpoint anywhere."""
+    return real_aws
 
 
 def refusal(region: str) -> str | None:
@@ -67,3 +62,18 @@ def test_configured_endpoints_can_be_ignored(
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9324")
     monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
     assert refusal("elasticmq") is not None
+
+
+def test_an_unreadable_config_file_is_named_and_known_regions_still_go(aws_home: Path) -> None:
+    aws_home.write_text("[default]\nservices =\n  a = b\n")  # a section where a name belongs
+    assert refusal("us-east-1") is None
+    reason = refusal("elasticmq")
+    assert reason is not None and "the AWS config that may set an endpoint is unreadable" in reason
+
+
+def test_an_endpoint_in_the_environment_goes_with_a_profile_that_is_not_there(
+    aws_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "nowhere")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9324")
+    assert refusal("elasticmq") is None
