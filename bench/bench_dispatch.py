@@ -199,6 +199,9 @@ def _ours(*pids: int) -> dict[str, int]:
     return found
 
 
+COUNTED = ("commits", "changelog_records")  # the members' counters reported per run
+
+
 class Dispatchers:
     """``schedulerstream dispatcher --processes N`` on one topic set, its log in ``log_dir``;
     member k's /metrics on ``metrics_port + k - 1``."""
@@ -221,22 +224,34 @@ class Dispatchers:
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
+    def _metrics(self, k: int) -> str | None:
+        """Member k's /metrics text (None: not answering yet)."""
+        url = f"http://127.0.0.1:{self.metrics_port + k}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            return None
+
     def running_tasks(self) -> list[int]:
         """Tasks running in each member (0 for a member not answering yet)."""
         counts = []
         for k in range(self.processes):
-            url = f"http://127.0.0.1:{self.metrics_port + k}/metrics"
-            try:
-                with urllib.request.urlopen(url, timeout=5) as answer:
-                    text = answer.read().decode()
-            except OSError:
-                counts.append(0)
-                continue
-            found = re.search(
+            text = self._metrics(k)
+            found = text and re.search(
                 r'^schedulerstream_tasks\{[^}]*state="running"[^}]*\} (\S+)$', text, re.M
             )
             counts.append(round(float(found.group(1))) if found else 0)
         return counts
+
+    def counter(self, name: str) -> float:
+        """``schedulerstream_<name>_total`` summed over the members that answer."""
+        total = 0.0
+        for k in range(self.processes):
+            text = self._metrics(k) or ""
+            found = re.search(rf"^schedulerstream_{name}_total\{{[^}}]*\}} (\S+)$", text, re.M)
+            total += float(found.group(1)) if found else 0.0
+        return total
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         """Until every member runs tasks and together they run every partition."""
@@ -300,11 +315,13 @@ def drain(
         if profile and processes == 1:
             spy_out = RESULTS / "profiles" / f"dispatcher-{time.strftime('%Y%m%dT%H%M%S')}.txt"
             spy = start_profile(delivery[0] if profile_child else members[0], profile, spy_out)
+        counted = {name: dispatchers.counter(name) for name in COUNTED}
         meter.start()
         committed_us = held.commit()
         total = len(runs)
         done = wait_until(lambda: receiver.count() >= total, max(120, total / 50), step=0.1)
         used = meter.stop()
+        counted = {name: dispatchers.counter(name) - n for name, n in counted.items()}
         receiver.poll()
         dispatchers.check_alive()
         arrivals = sorted(a.arrival_us for a in receiver.first.values())
@@ -327,6 +344,9 @@ def drain(
             "broker_cpu_us_per_run": round(used.get("broker", 0.0) * meter.elapsed / total * 1e6),
             "others_cores": used["others_cores"],
             "warning": meter.warning,
+            # per run, from the members' counters (scraped before the commit and after the
+            # last arrival: outcomes committed later are left out)
+            **{f"{name}_per_run": round(n / total, 4) for name, n in counted.items()},
         }
         if spy is not None and spy_out is not None:
             spy.wait(60)
