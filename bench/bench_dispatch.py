@@ -20,7 +20,10 @@ Figures: ``dispatch_per_s`` (one process, = ``dispatch_per_s_1proc``), ``dispatc
 one after the dispatchers), their ratio, CPU per run (``dispatch_cpu_us_per_run``: the
 processor and its delivery process, of which ``dispatch_delivery_cpu_us_per_run`` the latter;
 beside it the receiver's and the broker's per run, and the receiver's per raw request: on two
-cores the rates are set by the sum), and each measurement's ``*_others_cores``:
+cores the rates are set by the sum), commits and changelog records per run (the members'
+counters), the broker's and the dispatcher's cores while idle for ``IDLE_S`` just before the
+commit (``dispatch_idle_*_cores``: the broker's share of a run is what it takes above that),
+and each measurement's ``*_others_cores``:
 the CPU the rest of the machine took meanwhile (beside the dispatcher, the receiver, the bench's
 broker and this process). Above 0.2 cores a warning goes to stderr and ``dispatch_warnings``.
 
@@ -199,6 +202,7 @@ def _ours(*pids: int) -> dict[str, int]:
     return found
 
 
+IDLE_S = 3.0  # the idle dispatcher and broker are measured this long before the commit
 COUNTED = ("commits", "changelog_records")  # the members' counters reported per run
 
 
@@ -316,6 +320,9 @@ def drain(
             spy_out = RESULTS / "profiles" / f"dispatcher-{time.strftime('%Y%m%dT%H%M%S')}.txt"
             spy = start_profile(delivery[0] if profile_child else members[0], profile, spy_out)
         counted = {name: dispatchers.counter(name) for name in COUNTED}
+        idle = CpuMeter(_ours(*pids), "the idle dispatcher").start()
+        time.sleep(IDLE_S)  # a fixed span measured, not a wait for a condition
+        idle_cores = idle.stop()
         meter.start()
         committed_us = held.commit()
         total = len(runs)
@@ -342,6 +349,9 @@ def drain(
                 used[f"p{receiver.process.pid}"] * meter.elapsed / total * 1e6
             ),
             "broker_cpu_us_per_run": round(used.get("broker", 0.0) * meter.elapsed / total * 1e6),
+            # what the broker and the dispatcher take with nothing to do, just before
+            "idle_broker_cores": idle_cores.get("broker"),
+            "idle_dispatcher_cores": round(sum(idle_cores[f"p{pid}"] for pid in pids), 3),
             "others_cores": used["others_cores"],
             "warning": meter.warning,
             # per run, from the members' counters (scraped before the commit and after the
@@ -398,6 +408,9 @@ def measure(
         "dispatch_receiver_cpu_us_per_run": one["receiver_cpu_us_per_run"],
         "dispatch_broker_cpu_us_per_run": one["broker_cpu_us_per_run"],
         "dispatch_others_cores": one["others_cores"],
+        **{f"dispatch_{name}_per_run": one[f"{name}_per_run"] for name in COUNTED},
+        "dispatch_idle_broker_cores": one["idle_broker_cores"],
+        "dispatch_idle_dispatcher_cores": one["idle_dispatcher_cores"],
         "raw_http_before_per_s": round(before["per_s"]),
         "raw_http_after_per_s": round(after["per_s"]),
         "raw_http_cpu_us_per_request": round((before["cpu_us"] + after["cpu_us"]) / 2),
