@@ -36,6 +36,7 @@ import json
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,7 @@ from schedulerstream.scheduler.state import JobState
 from schedulerstream.settings import Settings, load_settings
 
 HOUR_US = 3_600_000_000
+PASSES = 3  # the baseline is the fastest of this many passes
 OFFSET_KEY = b"meta/changelog-offset"  # what the runtime writes beside a flushed overlay
 _OFFSET = struct.Struct(">q")
 
@@ -234,6 +236,19 @@ def measure(settings: Settings, records: int) -> dict[str, Any]:
     consumer.close()
     db.close()
     return _result("raw", records, elapsed, commits, jobs)
+
+
+def measure_best(fresh_settings: Callable[[], Settings], records: int,
+                 times: int = PASSES) -> dict[str, Any]:  # fmt: skip
+    """``measure`` ``times`` times, each on fresh topics from ``fresh_settings``: the fastest
+    pass, with every pass's rate in ``passes_per_s``. A pass is bound by the broker taking its
+    transactions' records (its CPU work is ~1 µs a record; a flush waits 0.5-1 s), and passes
+    minutes apart on a quiet machine fell at ~70,000 or ~145,000 records/s. The scheduler's
+    burst is bound by its own CPU (30,000-33,000 runs/s in the same minutes), so the
+    baseline is what the broker takes at best: the ratio never flatters the scheduler."""
+    found = [measure(fresh_settings(), records) for _ in range(times)]
+    best = max(found, key=lambda r: int(r["records_per_s"]))
+    return {**best, "passes_per_s": [r["records_per_s"] for r in found]}
 
 
 class Passthrough(Topology):
