@@ -11,13 +11,17 @@ adapter beside the core: botocore's files only, no network.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from typing import Any
 
+import botocore.loaders
+import botocore.regions
 import botocore.session
 
 from schedulerstream.model import JobDefinition, SqsTarget
 
+log = logging.getLogger(__name__)
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL")
 IGNORE_VARIABLE = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
 
@@ -53,17 +57,26 @@ def endpoint_configured(session: Any = None) -> bool:
 
 @functools.cache
 def known_regions() -> frozenset[str]:
-    """The SQS regions of every partition botocore knows (46 in botocore 1.43)."""
-    session = _session()
-    found: set[str] = set()
-    for partition in session.get_available_partitions():
-        found.update(session.get_available_regions("sqs", partition_name=partition))
-    return frozenset(found)
+    """The SQS regions of every partition botocore knows (46 in botocore 1.43), from its
+    data files alone: a session would read the shared config file first, which may not
+    parse."""
+    loader = botocore.loaders.create_loader(os.environ.get("AWS_DATA_PATH"))
+    resolver = botocore.regions.EndpointResolver(loader.load_data("endpoints"))
+    return frozenset(
+        region
+        for partition in resolver.get_available_partitions()
+        for region in resolver.get_available_endpoints("sqs", partition)
+    )
 
 
 def region_refusal(region: str, session: Any = None) -> str | None:
     """Why no SQS client may be made for ``region`` (None: it may)."""
-    if region in known_regions():
+    try:
+        known = region in known_regions()
+    except Exception as exc:  # botocore's data unreadable: no region is known
+        known = False
+        log.warning("botocore's region data cannot be read: %s", exc)
+    if known:
         return None
     unknown = f"{region!r} is not an SQS region this botocore knows (a newer botocore may"
     try:

@@ -21,14 +21,21 @@ Spawn = Callable[..., ProcessorProcess]
 def real_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """No SQS endpoint from the environment or a config file (real AWS, not an emulator); the
     shared config file is the returned path, read afresh by the default session."""
-    for name in (*sqs_regions.ENDPOINT_VARIABLES, sqs_regions.IGNORE_VARIABLE, "AWS_PROFILE"):
+    unset = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_DATA_PATH")
+    for name in (*sqs_regions.ENDPOINT_VARIABLES, sqs_regions.IGNORE_VARIABLE, *unset):
         monkeypatch.delenv(name, raising=False)
     config = tmp_path / "aws-config"
     config.write_text("[default]\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    sqs_regions._session.cache_clear()  # the default session reads its config file once
+    credentials = tmp_path / "aws-credentials"
+    credentials.write_text("")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    caches = (sqs_regions._session, sqs_regions.known_regions)
+    for cache in caches:  # the default session reads its config file once
+        cache.cache_clear()
     yield config
-    sqs_regions._session.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 @pytest.fixture

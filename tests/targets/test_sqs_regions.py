@@ -77,3 +77,12 @@ def test_an_endpoint_in_the_environment_goes_with_a_profile_that_is_not_there(
     monkeypatch.setenv("AWS_PROFILE", "nowhere")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9324")
     assert refusal("elasticmq") is None
+
+
+def test_a_config_file_that_does_not_parse_is_named_and_known_regions_still_go(
+    aws_home: Path,
+) -> None:
+    aws_home.write_text("[default\nfoo")
+    assert refusal("us-east-1") is None
+    reason = refusal("elasticmq")
+    assert reason is not None and "the AWS config that may set an endpoint is unreadable" in reason
