@@ -19,6 +19,7 @@ import botocore.loaders
 import botocore.regions
 import botocore.session
 
+from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.model import JobDefinition, SqsTarget
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL")
 IGNORE_VARIABLE = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
 
 
-class _Unreadable(Exception):
+class _Unreadable(SchedulerStreamError):
     """The shared config file could not be read as botocore reads it."""
 
 
