@@ -301,6 +301,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")  # HotSpot's compiler threads (comm: 15 chars)
+
+
+def jit_seconds(pid: int) -> float:
+    """CPU seconds a JVM's JIT compiler threads have used so far (0 when it is gone)."""
+    total = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            if not (task / "comm").read_text().startswith(JIT_THREADS):
+                continue
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
 def python_reference_ms(repeat: int = 7) -> float:
     """Milliseconds a fixed pure-Python workload takes, best of ``repeat``: how fast this
     machine runs Python at the moment. The same code measured 2x apart on one day here with

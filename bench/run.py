@@ -1,9 +1,11 @@
 """Every bench of schedulerstream in one run, each figure next to its baseline from the same run:
 
-    .venv/bin/python bench/run.py --quick --json     (under 15 minutes on 2 cores, broker included)
+    .venv/bin/python bench/run.py --quick --json     (about 20 minutes on 2 cores, broker included)
     .venv/bin/python bench/run.py --json             (full: 1M jobs, longer windows, report + plots)
 
-Phases (``--only``/``--skip`` take their names): ``cron`` (bench_cron: our next-instant vs
+Phases (``--only``/``--skip`` take their names): ``warm`` (warm_broker: rounds of a
+passthrough pass and a dispatcher drain until the broker's JIT compiler is quiet: a fresh
+broker's JIT took ~0.4 cores in the first drains), ``cron`` (bench_cron: our next-instant vs
 croniter), ``http`` (bench_http: HttpSender vs a raw aiohttp loop), ``passthrough`` (bench_
 passthrough: raw transactional consume→produce, the fastest of three passes), ``put``
 (bench_put: ``schedules put`` in-process and as the CLI vs a raw producer writing the same
@@ -64,6 +66,7 @@ from bench.common import (
     drop_topics,
     fresh,
     install_interrupt_handlers,
+    jit_seconds,
     progress,
     python_drift_warning,
     python_reference_ms,
@@ -73,8 +76,8 @@ from schedulerstream.kafka.broker import LocalBroker, broker_answers
 from schedulerstream.settings import Settings
 
 PHASES = (
-    "cron", "http", "passthrough", "put", "dispatch", "e2e", "burst", "scheduler", "kafka_target",
-    "failover", "partition",
+    "warm", "cron", "http", "passthrough", "put", "dispatch", "e2e", "burst", "scheduler",
+    "kafka_target", "failover", "partition",
 )  # fmt: skip
 REQUIRED = (
     "scheduler_runs_per_s", "passthrough_per_s", "scheduler_vs_passthrough",
@@ -96,12 +99,20 @@ class Run:
         self.detail: dict[str, Any] = {}
         self.phase_s: dict[str, float] = {}
         self.errors: dict[str, str] = {}
+        self.jit_cores: dict[str, float] = {}  # the broker's JIT compiler during each phase
         self.stamp = time.strftime("%Y%m%dT%H%M%S")
         self.log_dir = RESULTS / "logs" / self.stamp
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.base: Settings | None = None
 
     # -- phases ---------------------------------------------------------------------------
+    def warm(self) -> None:
+        from bench import warm_broker
+
+        assert self.base is not None
+        budget = 300.0 if self.quick else 600.0
+        self.figures.update(warm_broker.warm(self.base, self.log_dir, budget, 50_000, 10_000))
+
     def cron(self) -> None:
         self.figures.update(bench_cron.measure(2.0 if self.quick else 12.0))
 
@@ -228,6 +239,8 @@ class Run:
     def run_phase(self, name: str, body: Callable[[], None]) -> None:
         progress(f"== {name}")
         started = time.monotonic()
+        broker = broker_pid()
+        jit_at = jit_seconds(broker) if broker is not None else 0.0
         try:
             body()
         except KeyboardInterrupt:
@@ -239,6 +252,9 @@ class Run:
             stop_children(keep=_keep())
         finally:
             self.phase_s[name] = round(time.monotonic() - started, 1)
+            if broker is not None:
+                used = jit_seconds(broker) - jit_at
+                self.jit_cores[name] = round(used / max(1e-9, self.phase_s[name]), 3)
             progress(f"== {name} took {self.phase_s[name]:.0f} s")
 
 
@@ -334,6 +350,7 @@ def main() -> int:
             progress(LocalBroker(bench_settings()).down())
     run.figures["bench_wall_s"] = round(time.monotonic() - started, 1)
     run.figures["phase_s"] = run.phase_s
+    run.figures["phase_broker_jit_cores"] = run.jit_cores
     run.figures["commit"] = code["commit"]
     if code["uncommitted"]:
         run.figures["uncommitted_package_files"] = code["uncommitted"]
