@@ -16,7 +16,6 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.context import OutRecord
 from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreWriteFailed
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.transaction import TransactionalProducer
@@ -31,19 +30,12 @@ def capture(task: Task, producer: TransactionalProducer, topic: str) -> int:
 
     One record per key (its last value in this transaction); a deleted key is a tombstone.
     Only the last record reports its delivery (its offset is the task's changelog offset):
-    one that fails before it fails the transaction's commit.
+    one that fails before it fails the transaction's commit. Keys are distinct, so the order
+    among them does not matter to a restore.
     """
-    store = task.require_store()
-    count = 0
-    last: OutRecord | None = None
-    for key, value in store.logged_changes():
-        if last is not None:
-            producer.produce(last)
-        last = OutRecord(topic, key, value, task.partition)
-        count += 1
-    if last is not None:
-        producer.produce(last, task.on_changelog_delivery)
-    return count
+    records = list(task.require_store().logged_changes())
+    producer.produce_many(topic, task.partition, records, task.on_changelog_delivery)
+    return len(records)
 
 
 def topic_id(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) -> str:

@@ -182,6 +182,37 @@ class TransactionalProducer:
                 self.producer.poll(0.05)
         self.produced += 1
 
+    def produce_many(
+        self,
+        topic: str,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        on_last: DeliveryCallback | None = None,
+    ) -> None:
+        """Produce ``(key, value)`` records to one partition in the transaction, in one call
+        (a record's own ``produce`` took ~1.7 µs in the dispatcher, ~0.3 µs in a batch): in
+        order, unless the queue fills midway (the records left are produced again after it
+        drains). The last one reports its delivery to ``on_last``."""
+        if not records:
+            return
+        if not self.begun:
+            self.begin()
+        messages: list[dict[str, Any]] = [{"key": k, "value": v} for k, v in records]
+        if on_last is not None:
+            messages[-1]["callback"] = on_last
+        while True:
+            self.producer.produce_batch(topic, messages, partition=partition)
+            failed = [m for m in messages if "_error" in m]
+            self.produced += len(messages) - len(failed)
+            if not failed:
+                return
+            for message in failed:
+                error = message.pop("_error")
+                if error.code() != KafkaError._QUEUE_FULL:
+                    raise KafkaException(error)
+            messages = failed
+            self.producer.poll(0.05)
+
     def produce_alone(
         self,
         output: OutRecord,
