@@ -83,6 +83,17 @@ def test_the_envelope_is_compact_ascii_json_of_exactly_the_documented_fields() -
     assert json.loads(envelope_bytes(none))["payload"] is None
 
 
+@pytest.mark.parametrize(
+    "text", ["acme", "a\nb\t\x1f", 'q"\\/', "del\x7f", "Zoë", "\u2028", "lone\ud800"]
+)
+def test_the_envelope_head_is_the_same_text_whichever_encoder_writes_it(text: str) -> None:
+    run = Delivery(f"{text}/j@x", text, "j", SCHEDULED_US, 2, "manual", None, 1.0)
+    expected = compact({"run_id": f"{text}/j@x", "tenant": text, "job_id": "j",
+                        "scheduled_at": iso_utc(SCHEDULED_US), "attempt": 2,
+                        "trigger": "manual", "payload": None})  # fmt: skip
+    assert envelope_bytes(run) == expected.encode("ascii")
+
+
 def test_the_standard_webhooks_reference_vector() -> None:
     key = secret_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
     found = signature(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}')
