@@ -302,7 +302,7 @@ def _machine(python_ref_ms_at_start: float, load_at_start: tuple[float, ...]) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the short run (under 15 minutes)")
+    parser.add_argument("--quick", action="store_true", help="the short run (about 20 minutes)")
     parser.add_argument("--json", action="store_true", help="only JSON on stdout (last line)")
     parser.add_argument("--only", default="", help=f"comma-separated phases of {PHASES}")
     parser.add_argument("--skip", default="", help="comma-separated phases to leave out")

@@ -186,7 +186,7 @@ class TransactionalProducer:
         self,
         topic: str,
         partition: int,
-        records: list[tuple[bytes, bytes | None]],
+        records: Sequence[tuple[bytes, bytes | None]],
         on_last: DeliveryCallback | None = None,
     ) -> None:
         """Produce ``(key, value)`` records to one partition in the transaction, in one call
