@@ -305,7 +305,9 @@ JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")  # HotSpot's compiler threa
 
 
 def jit_seconds(pid: int) -> float:
-    """CPU seconds a JVM's JIT compiler threads have used so far (0 when it is gone)."""
+    """CPU seconds a JVM's JIT compiler threads have used so far (0 when it is gone). Only
+    live threads count: HotSpot may end an idle extra compiler thread on a larger host, so a
+    difference between two readings is a lower bound (2 cores here: one C1, one C2, kept)."""
     total = 0
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())

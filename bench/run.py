@@ -251,10 +251,11 @@ class Run:
             progress(f"{name} failed:\n{traceback.format_exc()}")
             stop_children(keep=_keep())
         finally:
-            self.phase_s[name] = round(time.monotonic() - started, 1)
+            elapsed = time.monotonic() - started
+            self.phase_s[name] = round(elapsed, 1)
             if broker is not None:
-                used = jit_seconds(broker) - jit_at
-                self.jit_cores[name] = round(used / max(1e-9, self.phase_s[name]), 3)
+                used = max(0.0, jit_seconds(broker) - jit_at)  # 0: the broker died meanwhile
+                self.jit_cores[name] = round(used / max(0.1, elapsed), 3)
             progress(f"== {name} took {self.phase_s[name]:.0f} s")
 
 

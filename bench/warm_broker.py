@@ -72,7 +72,8 @@ def warm(base: Settings, log_dir: Path, budget_s: float, records: int, runs: int
         while True:
             jit_at, at = jit_seconds(pid), time.monotonic()
             _round(base, log_dir, receiver, due, records)
-            rounds.append(round((jit_seconds(pid) - jit_at) / (time.monotonic() - at), 3))
+            used = max(0.0, jit_seconds(pid) - jit_at)
+            rounds.append(round(used / (time.monotonic() - at), 3))
             progress(f"warm-up round {len(rounds)}: the broker's JIT took {rounds[-1]:.3f} cores")
             warm = rounds[-1] < WARM_JIT_CORES
             if (warm and len(rounds) >= MIN_ROUNDS) or time.monotonic() - started > budget_s:
