@@ -1,13 +1,14 @@
 """Every bench of schedulerstream in one run, each figure next to its baseline from the same run:
 
-    .venv/bin/python bench/run.py --quick --json     (about 20 minutes on 2 cores, broker included)
+    .venv/bin/python bench/run.py --quick --json     (about 23 minutes on 2 cores, broker included)
     .venv/bin/python bench/run.py --json             (full: 1M jobs, longer windows, report + plots)
 
 Phases (``--only``/``--skip`` take their names): ``warm`` (warm_broker: rounds of a
-passthrough pass and a dispatcher drain until the broker's JIT compiler is quiet: a fresh
-broker's JIT took ~0.4 cores in the first drains), ``cron`` (bench_cron: our next-instant vs
-croniter), ``http`` (bench_http: HttpSender vs a raw aiohttp loop), ``passthrough`` (bench_
-passthrough: raw transactional consume→produce, the fastest of three passes), ``put``
+passthrough pass, a bulk load and a dispatcher drain until the broker's JIT compiler is
+quiet: a fresh broker's JIT took ~0.4 cores in the first drains), ``cron`` (bench_cron: our
+next-instant vs croniter), ``http`` (bench_http: HttpSender vs a raw aiohttp loop),
+``passthrough`` (bench_passthrough: raw transactional consume→produce, the fastest of three
+passes), ``put``
 (bench_put: ``schedules put`` in-process and as the CLI vs a raw producer writing the same
 records; 20,000 jobs quick, 200,000 full),
 ``dispatch`` (bench_dispatch: one dispatcher,
@@ -303,7 +304,7 @@ def _machine(python_ref_ms_at_start: float, load_at_start: tuple[float, ...]) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the short run (about 20 minutes)")
+    parser.add_argument("--quick", action="store_true", help="the short run (about 23 minutes)")
     parser.add_argument("--json", action="store_true", help="only JSON on stdout (last line)")
     parser.add_argument("--only", default="", help=f"comma-separated phases of {PHASES}")
     parser.add_argument("--skip", default="", help="comma-separated phases to leave out")

@@ -5,8 +5,9 @@ machine, its JIT compiler threads had used 30 s of CPU when its request handlers
 1.3 s each, and its CPU per drained run (bench_dispatch, 30,000 runs) fell 148 → 85 → 53 →
 51 µs over four drains in a row. A broker in production has run for days. So before the
 timed phases, rounds of a passthrough pass (bench_passthrough: produce, then transactional
-consume → produce with a changelog write) and a dispatcher drain (bench_dispatch.drain: the
-consumer group, the runs, events and changelog topics) run until a round sees the JIT
+consume → produce with a changelog write), a bulk load (bench_put without the CLI: a plain
+producer) and a dispatcher drain (bench_dispatch.drain: the consumer group, the runs, events
+and changelog topics) run until a round sees the JIT
 threads take under ``WARM_JIT_CORES``, within a time budget. Passthrough passes alone left
 the first drain after them at 112 µs of broker CPU per run (2.2 s of JIT). run.py reports
 the JIT's cores during every phase beside this, so a phase that still compiled shows.
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import bench_dispatch, bench_passthrough
+from bench import bench_dispatch, bench_passthrough, bench_put
 from bench.common import (
     RESULTS,
     bench_broker,
@@ -40,6 +41,7 @@ from schedulerstream.settings import Settings
 WARM_JIT_CORES = 0.05  # a round whose JIT took less: the broker is warm
 MIN_ROUNDS = 2
 TENANTS = 8
+PUT_JOBS = 20_000  # a plain producer's path (the put phase's)
 
 
 def _round(
@@ -54,13 +56,14 @@ def _round(
         bench_passthrough.measure(settings, records)
     finally:
         drop_topics(settings)
+    bench_put.measure(base, PUT_JOBS, cli=False)
     bench_dispatch.drain(base, log_dir, receiver, due, 1)
 
 
 def warm(base: Settings, log_dir: Path, budget_s: float, records: int, runs: int) -> dict[str, Any]:
-    """Rounds (a passthrough pass of ``records``, a drain of ``runs``) until one sees the
-    broker's JIT under WARM_JIT_CORES (at least MIN_ROUNDS, at most ``budget_s``): how long
-    it took and the JIT's cores in each round."""
+    """Rounds (a passthrough pass of ``records``, a bulk load, a drain of ``runs``) until one
+    sees the broker's JIT under WARM_JIT_CORES (at least MIN_ROUNDS, at most ``budget_s``):
+    how long it took and the JIT's cores in each round."""
     pid = broker_pid()
     if pid is None:
         return {"broker_warm": False, "broker_warmup_note": "the broker's pid is not known"}
