@@ -13,7 +13,9 @@ once instead of a tick later.
 
 A run due within ``arm_us`` of now may start early, when ``armable`` says it can wait for its
 due time outside the transaction (a request the delivery loop sends then): its start is then
-committed before it is due, so the due instant costs no tick and no commit round trip. A
+committed before it is due, so the due instant costs no tick and no commit round trip. One that
+cannot (a Kafka record) says when it falls due (``wake_us``): the dispatcher asks for a tick
+then, not at the next point of the tick grid. A
 record's start waits until ``ready`` says its target can take it (the dispatcher: its
 topic's metadata is in); being asked within the arm window, it knows by the due time.
 """
@@ -63,6 +65,7 @@ class FairSelection:
         self.start_budget = start_budget
         self.record_budget = record_budget
         self.cut_short = False  # the last select left due runs behind for want of budget
+        self.wake_us: int | None = None  # the last select's earliest start waiting for its time
         self.actions: list[Action] = []  # the last select's, also when it raised part-way
         self._spec = spec
         self._admit = admit
@@ -75,6 +78,7 @@ class FairSelection:
         self.actions = actions
         budget = [self.start_budget, self.record_budget]  # starts, in-transaction starts
         self.cut_short = False
+        self.wake_us = None
 
         def serve(tenant: str) -> str:
             if budget[0] <= 0:
@@ -112,6 +116,8 @@ class FairSelection:
         if self._ready is not None and waits_for_ready(target) and not self._ready(target, tenant):
             return "blocked"  # a record: asked within the arm window, so known by its due time
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
+            if self.wake_us is None or due_us < self.wake_us:
+                self.wake_us = due_us
             return "blocked"  # due soon, but it starts only when due
         if record and budget[1] <= 0:
             self.cut_short = True

@@ -250,8 +250,11 @@ class DispatcherTopology(Topology):
         for lease in expired:
             self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
-        if self.logic.selection.cut_short:
+        selection = self.logic.selection
+        if selection.cut_short:
             ctx.request_tick()
+        elif selection.wake_us is not None:
+            ctx.request_tick(selection.wake_us)
 
     def _record(self, ctx: TaskContext, done: Completion, now_us: int,
                 what: str) -> Exception | None:  # fmt: skip

@@ -49,7 +49,7 @@ class TaskContext:
         request_commit: Callable[[], None] | None = None,
         quarantine: Quarantine | None = None,
         max_record_bytes: int = 1_000_000,
-        request_tick: Callable[[], None] | None = None,
+        request_tick: Callable[[int | None], None] | None = None,
     ) -> None:
         self.partition = partition
         self.max_record_bytes = max_record_bytes
@@ -112,11 +112,13 @@ class TaskContext:
         if self._request_commit is not None:
             self._request_commit()
 
-    def request_tick(self) -> None:
+    def request_tick(self, at_us: int | None = None) -> None:
         """From ``punctuate``: due work was left for want of a per-tick budget; punctuate
-        again at once rather than a tick later (never ask when only a limit holds it back)."""
+        again at once rather than a tick later (never ask when only a limit holds it back).
+        With ``at_us`` (wall clock): work falls due then, before the next tick on the grid;
+        punctuate then rather than up to a tick later."""
         if self._request_tick is not None:
-            self._request_tick()
+            self._request_tick(at_us)
 
     def hold(self, until_us: int) -> None:
         """From ``process``: leave the current record unprocessed. Its input partition is

@@ -12,6 +12,7 @@ topic holds in ``holds.Holds``. Loop time comes from the injected ``Clock``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -138,6 +139,12 @@ class Processor:
         self._restorer: Restorer | None = None
         self._commit_requested = False  # by a task context: commit at the end of this step
         self._tick_requested = False  # by a punctuation that left due work: tick again now
+        # A punctuation asked for at a due time (``TaskContext.request_tick(at_us)``) comes at
+        # least half a tick after the one before: records due close together share it and its
+        # commit (commits at most twice per tick; docs/performance.md, session 29)
+        self._wake = math.inf  # monotonic
+        self._wake_gap_s = self._tick_s / 2
+        self._last_punctuation = 0.0
         self._stopping = False
         self._started = False
         self._next_tick = 0.0
@@ -261,8 +268,10 @@ class Processor:
         now = self.clock.monotonic()
         if now >= self._next_tick or self._tick_requested:
             self._tick_requested = False
+            self._wake = math.inf
+            self._last_punctuation = now
             self._punctuate()
-            self._next_tick = self._tick_after()
+            self._next_tick = min(self._tick_after(), self._wake)
         if now >= self._next_commit or self._commit_requested:
             self._commit_now()
         if now >= self._next_sample:
@@ -311,8 +320,14 @@ class Processor:
     def _request_commit(self) -> None:
         self._commit_requested = True
 
-    def _request_tick(self) -> None:
-        self._tick_requested = True
+    def _request_tick(self, at_us: int | None = None) -> None:
+        if at_us is None:
+            self._tick_requested = True
+            return
+        now = self.clock.monotonic()
+        wake = now + (at_us - self.clock.now_us() + TICK_GRID_OFFSET_US) / 1e6
+        self._wake = min(self._wake, max(wake, self._last_punctuation + self._wake_gap_s))
+        self._next_tick = min(self._next_tick, self._wake)
 
     def _commit_now(self) -> None:
         self._commit_requested = False

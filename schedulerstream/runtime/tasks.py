@@ -44,7 +44,7 @@ class Loop:
     recover: Callable[[TransactionFailed], None]
     request_commit: Callable[[], None]
     invoke: Callable[[Task, Callable[[TaskContext], None]], None]  # a callback, atomically
-    request_tick: Callable[[], None] | None = None
+    request_tick: Callable[[int | None], None] | None = None
 
 
 class TaskManager:

@@ -175,6 +175,20 @@ def test_kafka_records_still_take_their_tenant_s_rate_tokens() -> None:
     assert len(h.advance(1.0)) == 2
 
 
+def test_a_kafka_record_due_between_ticks_asks_for_a_tick_at_its_due_time() -> None:
+    h = Harness(arm_us=300_000)
+    h.run(run_triggered(0, not_before=T0 + 120_000, **KAFKA))
+    h.run(run_triggered(tenant="other", not_before=T0 + 80_000, **KAFKA))
+    h.run(run_triggered(tenant="hooks", not_before=T0 + 50_000))  # armable: starts now
+    assert [s.tenant for s in h.tick()] == ["hooks"]
+    assert h.logic.selection.wake_us == T0 + 80_000  # the earliest record's due time
+    assert h.advance(0.079) == []
+    assert [s.tenant for s in h.advance(0.001)] == ["other"]
+    assert h.logic.selection.wake_us == T0 + 120_000
+    assert [s.tenant for s in h.advance(0.040)] == ["acme"]
+    assert h.logic.selection.wake_us is None  # nothing left that waits for its time
+
+
 def test_tenant_rate_is_a_token_bucket() -> None:
     h = Harness(rate=2.0)
     for i in range(6):

@@ -1,6 +1,7 @@
 """The loop's cadence against the real broker: a punctuation that left due work behind gets the
 next one at once, and the tick's cadence resumes once it asks no more, on a grid of the wall
-clock (work due on a whole second finds a tick at its due time)."""
+clock (work due on a whole second finds a tick at its due time); one that asks for a tick at
+a due time between two points of the grid gets it then, at least half a tick after itself."""
 
 from __future__ import annotations
 
@@ -72,3 +73,56 @@ def test_ticks_fall_just_after_whole_multiples_of_the_tick_on_the_wall_clock(
     phases_ms = sorted((at % 100_000) / 1000 for at in topology.wall_at[1:])
     assert statistics.median(phases_ms) <= 10, phases_ms
     assert sum(p <= 20 for p in phases_ms) >= 9, phases_ms
+
+
+class Waking(CounterTopology):
+    """Partition 0's punctuations on the grid ask for a tick ``ahead_us`` later."""
+
+    def __init__(self, settings: Settings, ahead_us: int) -> None:
+        super().__init__(settings)
+        self.ahead_us = ahead_us
+        self.woken: list[tuple[int, int]] = []  # (asked for, came) wall µs
+        self._asked: int | None = None
+
+    def punctuate(self, ctx: TaskContext, now_us: int) -> None:
+        super().punctuate(ctx, now_us)
+        if ctx.partition != 0:
+            return
+        if self._asked is not None:
+            self.woken.append((self._asked, now_us))
+            self._asked = None
+        elif now_us % 100_000 < 20_000:  # a round on the grid
+            self._asked = now_us + self.ahead_us
+            ctx.request_tick(self._asked)
+
+
+def woken_after(settings: Settings, ahead_us: int) -> list[tuple[int, int]]:
+    """(asked for, came) of 8 ticks asked for ``ahead_us`` after a tick of a 100-ms grid."""
+    s = settings.model_copy(update={"tick_ms": 100})
+    topology = Waking(s, ahead_us)
+    proc = Processor(s, topology)
+    proc.start()
+    try:
+        drive([proc], lambda: len(topology.woken) >= 8)
+    finally:
+        proc.close()
+    return topology.woken[1:]  # the first may follow a round made late by the start
+
+
+def test_a_tick_asked_for_at_a_due_time_comes_then_not_at_the_next_point_of_the_grid(
+    counter_settings: Settings,
+) -> None:
+    woken = woken_after(counter_settings, 60_000)
+    late_ms = [(came - asked) / 1000 for asked, came in woken]
+    assert min(late_ms) >= 0, late_ms  # never before the time asked for
+    assert statistics.median(late_ms) <= 10, late_ms  # not at the grid point 40 ms later
+    assert sum(late_ms_ <= 25 for late_ms_ in late_ms) >= len(late_ms) - 1, late_ms
+
+
+def test_a_tick_asked_for_sooner_than_half_a_tick_waits_for_half_a_tick(
+    counter_settings: Settings,
+) -> None:
+    woken = woken_after(counter_settings, 10_000)
+    gaps_ms = [(came - (asked - 10_000)) / 1000 for asked, came in woken]  # after the asker
+    assert min(gaps_ms) >= 49, gaps_ms
+    assert statistics.median(gaps_ms) <= 65, gaps_ms
