@@ -13,11 +13,11 @@ once instead of a tick later.
 
 A run due within ``arm_us`` of now may start early, when ``armable`` says it can wait for its
 due time outside the transaction (a request the delivery loop sends then): its start is then
-committed before it is due, so the due instant costs no tick and no commit round trip. One that
-cannot (a Kafka record) says when it falls due (``wake_us``): the dispatcher asks for a tick
-then, not at the next point of the tick grid. A
-record's start waits until ``ready`` says its target can take it (the dispatcher: its
-topic's metadata is in); being asked within the arm window, it knows by the due time.
+committed before it is due, so the due instant costs no tick and no commit round trip. A
+record cannot: the earliest one waiting for its due time is ``wake_us``, and the dispatcher
+asks for a tick then rather than at the next point of the tick grid. A record's start waits
+until ``ready`` says its target can take it (the dispatcher: its topic's metadata is in);
+being asked within the arm window, it knows by the due time.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class FairSelection:
         if self._ready is not None and waits_for_ready(target) and not self._ready(target, tenant):
             return "blocked"  # a record: asked within the arm window, so known by its due time
         if due_us > now_us and (self._armable is None or not self._armable(pc, run)):
-            if self.wake_us is None or due_us < self.wake_us:
+            if record and (self.wake_us is None or due_us < self.wake_us):
                 self.wake_us = due_us
             return "blocked"  # due soon, but it starts only when due
         if record and budget[1] <= 0:

@@ -2,11 +2,12 @@
 commits (consume → process → produce + changelog + offsets in one Kafka transaction).
 
 Single thread. Each ``step``: consume a batch, dispatch it to RUNNING tasks, advance
-restores by one bounded chunk, punctuate every ``tick_ms`` and commit every
-``commit_interval_ms`` when the transaction holds anything. The parts, as in Kafka Streams:
-the loop here; the tasks and their lifecycle in ``tasks.TaskManager``; the commit protocol
-in ``committer.Committer`` (``commit`` ends a transaction well, ``_recover`` badly); delay-
-topic holds in ``holds.Holds``. Loop time comes from the injected ``Clock``.
+restores by one bounded chunk, punctuate every ``tick_ms`` (and at a due time a punctuation
+asked for) and commit every ``commit_interval_ms`` when the transaction holds anything. The
+parts, as in Kafka Streams: the loop here; the tasks and their lifecycle in
+``tasks.TaskManager``; the commit protocol in ``committer.Committer`` (``commit`` ends a
+transaction well, ``_recover`` badly); delay-topic holds in ``holds.Holds``. Loop time comes
+from the injected ``Clock``.
 """
 
 from __future__ import annotations
@@ -139,12 +140,8 @@ class Processor:
         self._restorer: Restorer | None = None
         self._commit_requested = False  # by a task context: commit at the end of this step
         self._tick_requested = False  # by a punctuation that left due work: tick again now
-        # A punctuation asked for at a due time (``TaskContext.request_tick(at_us)``) comes at
-        # least half a tick after the one before: records due close together share it and its
-        # commit (commits at most twice per tick; docs/performance.md, session 29)
-        self._wake = math.inf  # monotonic
-        self._wake_gap_s = self._tick_s / 2
-        self._last_punctuation = 0.0
+        self._wake = math.inf  # a punctuation asked for at a due time (monotonic)
+        self._punctuated = 0.0  # when the last punctuation began (monotonic)
         self._stopping = False
         self._started = False
         self._next_tick = 0.0
@@ -269,9 +266,9 @@ class Processor:
         if now >= self._next_tick or self._tick_requested:
             self._tick_requested = False
             self._wake = math.inf
-            self._last_punctuation = now
+            self._punctuated = now
             self._punctuate()
-            self._next_tick = min(self._tick_after(), self._wake)
+            self._next_tick = self._woken_tick()
         if now >= self._next_commit or self._commit_requested:
             self._commit_now()
         if now >= self._next_sample:
@@ -289,6 +286,12 @@ class Processor:
         tick_us = self._tick_us
         wall_us, now = self.clock.now_us(), self.clock.monotonic()
         return now + (tick_us - wall_us % tick_us + TICK_GRID_OFFSET_US) / 1e6
+
+    def _woken_tick(self) -> float:
+        """The next tick: on the grid, or sooner at a due time asked for during the punctuation
+        just made, but at least half a tick after that one began: work due close together
+        shares a tick and its commit, and a loop punctuates at most twice per tick."""
+        return min(self._tick_after(), max(self._wake, self._punctuated + self._tick_s / 2))
 
     def _sample(self) -> None:
         """Consumer lag of the RUNNING tasks' inputs (high watermark from the last fetch minus
@@ -324,10 +327,8 @@ class Processor:
         if at_us is None:
             self._tick_requested = True
             return
-        now = self.clock.monotonic()
-        wake = now + (at_us - self.clock.now_us() + TICK_GRID_OFFSET_US) / 1e6
-        self._wake = min(self._wake, max(wake, self._last_punctuation + self._wake_gap_s))
-        self._next_tick = min(self._next_tick, self._wake)
+        wake = self.clock.monotonic() + (at_us - self.clock.now_us() + TICK_GRID_OFFSET_US) / 1e6
+        self._wake = min(self._wake, wake)
 
     def _commit_now(self) -> None:
         self._commit_requested = False

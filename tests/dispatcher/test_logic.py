@@ -189,6 +189,17 @@ def test_a_kafka_record_due_between_ticks_asks_for_a_tick_at_its_due_time() -> N
     assert h.logic.selection.wake_us is None  # nothing left that waits for its time
 
 
+def test_only_a_record_within_the_arm_window_asks_for_a_tick_at_its_due_time() -> None:
+    h = Harness(arm_us=300_000)
+    h.run(run_triggered(tenant="later", not_before=T0 + 400_000, **KAFKA))
+    assert h.tick() == []
+    assert h.logic.selection.wake_us is None  # the grid's ticks come before it is due
+    h.run(run_triggered(tenant="hooks", not_before=T0 + 100_000))
+    h.run(run_triggered(1, tenant="hooks", not_before=T0 + 100_000))  # its overlap: not armed
+    assert [s.tenant for s in h.tick()] == ["hooks"]
+    assert h.logic.selection.wake_us is None
+
+
 def test_tenant_rate_is_a_token_bucket() -> None:
     h = Harness(rate=2.0)
     for i in range(6):

@@ -186,3 +186,24 @@ def test_a_start_that_raises_fails_its_attempt_and_the_run_is_retried(setup) -> 
     assert evil.status != IN_FLIGHT and evil.attempt == 1
     assert "the attempt could not start (RuntimeError: boom)" in evil.last_error
     assert topology.limits.in_flight == 0
+
+
+def test_a_tick_asks_the_runtime_for_a_tick_when_its_earliest_waiting_record_falls_due(
+    tmp_path: Path,
+) -> None:
+    asked: list[int | None] = []
+    topology = DispatcherTopology(Settings(data_dir=tmp_path), executor=Injected(),
+                                  tenants=TenantPolicy())  # fmt: skip
+    topology.logic.selection._ready = None  # no broker here: every topic counts as known
+    store = RocksStore.open(tmp_path / "store")
+    ctx = TaskContext(0, store, ManualClock(T0), None, "test", request_tick=asked.append)
+    try:
+        kafka = {"target": {"type": "kafka", "topic": "out"}}
+        for tenant, due in (("a", T0 + 120_000), ("b", T0 + 80_000)):
+            value = run_triggered(tenant=tenant, not_before=due, **kafka)
+            topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, value, T0)
+        assert _tick(topology, ctx, T0)
+        assert asked == [T0 + 80_000]
+    finally:
+        topology.close()
+        store.close()

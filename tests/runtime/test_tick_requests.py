@@ -97,13 +97,13 @@ class Waking(CounterTopology):
 
 
 def woken_after(settings: Settings, ahead_us: int) -> list[tuple[int, int]]:
-    """(asked for, came) of 8 ticks asked for ``ahead_us`` after a tick of a 100-ms grid."""
+    """(asked for, came) of 10 ticks asked for ``ahead_us`` after a tick of a 100-ms grid."""
     s = settings.model_copy(update={"tick_ms": 100})
     topology = Waking(s, ahead_us)
     proc = Processor(s, topology)
     proc.start()
     try:
-        drive([proc], lambda: len(topology.woken) >= 8)
+        drive([proc], lambda: len(topology.woken) >= 11)
     finally:
         proc.close()
     return topology.woken[1:]  # the first may follow a round made late by the start
@@ -116,7 +116,7 @@ def test_a_tick_asked_for_at_a_due_time_comes_then_not_at_the_next_point_of_the_
     late_ms = [(came - asked) / 1000 for asked, came in woken]
     assert min(late_ms) >= 0, late_ms  # never before the time asked for
     assert statistics.median(late_ms) <= 10, late_ms  # not at the grid point 40 ms later
-    assert sum(late_ms_ <= 25 for late_ms_ in late_ms) >= len(late_ms) - 1, late_ms
+    assert sum(late <= 25 for late in late_ms) >= len(late_ms) - 2, late_ms
 
 
 def test_a_tick_asked_for_sooner_than_half_a_tick_waits_for_half_a_tick(
