@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from schedulerstream.dispatch_spec import TargetConfig
+from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.model import HttpTarget, KafkaTarget, SqsTarget, WorkerTarget
 from schedulerstream.targets.base import Delivery
 
@@ -21,6 +22,8 @@ class Start:
     target: TargetConfig
     host: str | None = None  # the Limits lane of the target's host (None: no host limit)
     at_us: int = 0  # armed: sent at this time (0: once committed)
+    # a record's run, started in memory only: its outcome, in this same tick, saves it
+    run: RunRecord | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

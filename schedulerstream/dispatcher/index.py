@@ -85,6 +85,14 @@ class PartitionIndex:
             if not runs:
                 del self._active[job_key]
 
+    def forget_active(self, run_id: str) -> None:
+        """``run_id`` no longer counts as active for its job, whichever it is (rare: a scan)."""
+        for job_key in [k for k, runs in self._active.items() if run_id in runs]:
+            self.deactivate(job_key, run_id)
+
+    def is_active(self, job_key: str, run_id: str) -> bool:
+        return run_id in self._active.get(job_key, ())
+
     def active(self, job_key: str) -> list[str]:
         return sorted(self._active.get(job_key, ()))
 

@@ -26,6 +26,7 @@ from schedulerstream.dispatcher.actions import (
     Action,
     Cancel,
     Start,
+    in_transaction,
     target_host,
     waits_for_ready,
 )
@@ -173,29 +174,72 @@ class DispatchLogic:
         if run is None or run.status != IN_FLIGHT or run.attempt != attempt:
             self.counters.late_outcomes += 1
             return False
-        pc = self._context(store, out, partition)
+        self._ended(self._context(store, out, partition), run, outcome, now_us)
+        return True
+
+    def on_record_outcome(self, store: StateStore, out: Output, partition: int, start: Start,
+                          outcome: Outcome, now_us: int) -> None:  # fmt: skip
+        """The outcome of a record started in this tick: ``start.run``, in memory only, is
+        saved as it ends (its in-flight state is never written: no reader sees it)."""
+        run = start.run
+        assert run is not None
+        self._ended(self._context(store, out, partition), run, outcome, now_us, unsaved=True)
+
+    def started(self, partition: int, start: Start) -> bool:
+        """Is ``start``'s run still in flight with its attempt? A record's run cancelled in
+        the tick that started it (a run of its job that replaces it) is not: its record
+        is not produced."""
+        kept, run = self._kept.get(partition), start.run
+        return kept is None or run is None or kept[0].is_active(run.job_key, run.run_id)
+
+    def unblock(self, partition: int, run_id: str) -> None:
+        """``run_id``'s attempt could not be recorded, even as a failure (a bug its record
+        meets): it stays in flight in the store, re-dispatched when the partition next
+        starts, but its job's other runs no longer wait for it (overlap policy)."""
+        kept = self._kept.get(partition)
+        if kept is not None:
+            kept[0].forget_active(run_id)
+
+    def save_start(self, store: StateStore, start: Start) -> None:
+        """Save in flight the run of a record's start whose step raised (its in-memory run may
+        be half-ended), so that its failure is recorded as any attempt's is."""
+        run = rk.load(store, start.delivery.run_id)
+        started = start.run
+        if run is None or started is None or run.status != QUEUED:
+            return
+        run.attempt = start.delivery.attempt
+        move(run, IN_FLIGHT)
+        run.deadline_us = started.deadline_us
+        self._save_started(store, run)
+
+    def _ended(self, pc: PartitionContext, run: RunRecord, outcome: Outcome, now_us: int,
+               *, unsaved: bool = False) -> None:  # fmt: skip
+        """``run``'s attempt ended with ``outcome`` (``unsaved``: a record's run, its start not
+        written)."""
+        out, store, partition = pc.out, pc.store, pc.partition
         extra: dict[str, Any] = {"status_code": outcome.status_code,
                                  "duration_us": outcome.duration_us}  # fmt: skip
         if outcome.succeeded:
             self.finish(pc, run, SUCCEEDED, now_us, outcome.reason, **extra)
-            return True
+            return
         if outcome.kind == "gone":
             pause = remember_gone(self.codec, store, pc.index, run, outcome, now_us)
             if pause is not None:
                 out.produce(self.topics.commands, run.job_key.encode(), pause, partition)
             self.finish(pc, run, FAILED, now_us, f"target gone: {outcome.reason}", counts=False,
                         **extra)  # fmt: skip
-            return True
+            return
         kind = OUTCOME_OF[outcome.kind] if outcome.kind in UNKNOWN else FAILED
         unknown = kind in UNKNOWN and self.spec(run).delivery == "at_most_once"
         if not outcome.retryable or unknown:  # a timed-out request may have landed
             self.finish(pc, run, kind, now_us, outcome.reason, **extra)
-            return True
+            return
+        if unsaved:  # active until it ends, through its retries
+            store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
         run.last_error = outcome.reason
         self.events.emit(out, partition, run, kind, now_us, reason=outcome.reason, **extra)
         self.retries.after_failure(pc, run, now_us, outcome.retry_after_s,
                                    (kind, outcome.status_code))  # fmt: skip
-        return True
 
     def on_tick(self, store: StateStore, out: Output, partition: int,
                 now_us: int) -> list[Action]:  # fmt: skip
@@ -369,14 +413,20 @@ class DispatchLogic:
         move(run, IN_FLIGHT)
         send_us = max(now_us, due_us)
         run.deadline_us = send_us + round(spec.timeout * 1e6)
-        pc.store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
         pc.index.activate(run.job_key, run.run_id)
-        rk.save(pc.store, run)
+        record = in_transaction(spec.target)
+        if not record:  # a record's run is saved by its outcome, in this tick
+            self._save_started(pc.store, run)
         self.counters.started += 1
         deadline = f"deadline {run.deadline_us} µs"
         self.events.emit(pc.out, pc.partition, run, "started", send_us, reason=deadline)
         return Start(pc.partition, run.tenant, delivery, spec.target, host,
-                     send_us if send_us > now_us else 0)  # fmt: skip
+                     send_us if send_us > now_us else 0, run if record else None)  # fmt: skip
+
+    @staticmethod
+    def _save_started(store: StateStore, run: RunRecord) -> None:
+        store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
+        rk.save(store, run)
 
     def cancel(self, pc: PartitionContext, run: RunRecord, reason: str,
                now_us: int) -> list[Action]:  # fmt: skip

@@ -241,9 +241,12 @@ class DispatcherTopology(Topology):
         out = ContextOutput(ctx)
         for done in applied:
             failed = self._record(ctx, done, now_us, "recording its attempt's outcome")
-            instead = None if failed is None else _unrecorded(done, failed)
-            if instead is not None:
-                self._record(ctx, instead, now_us, "recording its attempt's failure")
+            if failed is None:
+                continue
+            instead = _unrecorded(done, failed)
+            what = "recording its attempt's failure"
+            if instead is None or self._record(ctx, instead, now_us, what) is not None:
+                self.logic.unblock(ctx.partition, done.run_id)  # left in flight: see unblock
         expired = self.leases.expire(ctx.store, out, ctx.partition, now_us,
                                      functools.partial(self._contained, ctx,
                                                        what="ending its worker lease"))  # fmt: skip
@@ -272,7 +275,8 @@ class DispatcherTopology(Topology):
         """One run's step of a tick; when it raises (a bug its input met), its store writes
         and records are undone and it is reported, and the tick goes on with the others.
         A start that raised fails its attempt (``_start_failed``); a run left in flight when
-        that raises too is re-dispatched when the partition next starts. An error of the
+        that raises too is re-dispatched when the partition next starts, and its job's other
+        runs do not wait for it meanwhile (``DispatchLogic.unblock``). An error of the
         store or a dependency still fails the tick."""
         mark = ctx.mark()
         try:
@@ -394,10 +398,14 @@ class DispatcherTopology(Topology):
         """The selection left the run in flight; its attempt fails (retried as a failure is)
         instead of waiting for the partition's next start."""
         d = start.delivery
+        if start.run is not None:  # a record's: its run was not saved in flight
+            save = functools.partial(self.logic.save_start, ctx.store, start)
+            self._contained(ctx, d.run_id, save, "saving its start")
         reason = f"the attempt could not start ({type(exc).__name__}: {exc})"[:1000]
         done = Completion(start.partition, start.tenant, d.run_id, d.attempt,
                           Outcome("failed", reason, True, 0), start.host)  # fmt: skip
-        self._record(ctx, done, ctx.now_us(), "recording its failed start")
+        if self._record(ctx, done, ctx.now_us(), "recording its failed start") is not None:
+            self.logic.unblock(ctx.partition, d.run_id)
 
     def _cancel(self, ctx: TaskContext, action: Cancel) -> None:
         lease = self.leases.get(ctx.store, action.run_id)
@@ -427,6 +435,8 @@ class DispatcherTopology(Topology):
         if isinstance(config, HttpConfig | SqsConfig):
             self._unsent[start.partition].append(start)
             ctx.request_commit()
+        elif not self.logic.started(ctx.partition, start):
+            return  # a record's run a run of its job replaced in this tick: not produced
         elif (refused := self._not_granted(start)) is not None:
             self._settle(ctx, start, Outcome("refused", refused, False, 0))
         elif isinstance(config, KafkaConfig):
@@ -499,8 +509,13 @@ class DispatcherTopology(Topology):
         """An attempt that ended as it started (Kafka, refused)."""
         d = start.delivery
         self._settled = False
-        self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, d.run_id, d.attempt,
-                              outcome, ctx.now_us())  # fmt: skip
+        out = ContextOutput(ctx)
+        if start.run is not None:  # a record's run, started in memory
+            self.logic.on_record_outcome(ctx.store, out, ctx.partition, start, outcome,
+                                         ctx.now_us())  # fmt: skip
+        else:
+            self.logic.on_outcome(ctx.store, out, ctx.partition, d.run_id, d.attempt, outcome,
+                                  ctx.now_us())  # fmt: skip
         if not in_transaction(start.target):  # a Kafka record took no slot
             self.limits.release(start.tenant, start.host)
             self._settled = True

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from schedulerstream.clock import ManualClock
+from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.executor import Completion, Executor
 from schedulerstream.dispatcher.states import IN_FLIGHT
 from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
@@ -128,18 +129,23 @@ def test_a_kafka_record_whose_outcome_cannot_be_recorded_spares_the_other_runs(s
     topology.kafka.produce = (  # type: ignore[method-assign]
         lambda ctx, start, config: Outcome("succeeded", "written", False, 1)
     )
-    real = topology.logic.on_outcome
+    real = topology.logic.on_record_outcome
 
-    def on_outcome(store: Any, out: Any, partition: int, rid: str, *rest: Any) -> bool:
-        if rid == run_id(tenant="evil"):
+    def on_record_outcome(store: Any, out: Any, partition: int, start: Any, *rest: Any) -> None:
+        if start.tenant == "evil":
             raise RuntimeError("boom")
-        return real(store, out, partition, rid, *rest)
+        real(store, out, partition, start, *rest)
 
-    topology.logic.on_outcome = on_outcome  # type: ignore[method-assign]
+    topology.logic.on_record_outcome = on_record_outcome  # type: ignore[method-assign]
     for step in range(3):
         assert _tick(topology, ctx, now + step * 1_000)  # before: every tick failed
     assert topology.logic.load(ctx.store, run_id(tenant="acme")).status == IN_FLIGHT
     assert topology.limits.in_flight == 1  # acme's request; the record holds no slot
+    evil = topology.logic.load(ctx.store, run_id(tenant="evil"))
+    # its start (never saved in flight: a record's is saved as it ends) is saved, then failed
+    assert evil.status != IN_FLIGHT and evil.attempt == 1
+    assert "the attempt could not start (RuntimeError: boom)" in evil.last_error
+    assert ctx.store.get(rk.active_key(evil.job_key, evil.run_id)) is not None  # until it ends
 
 
 def test_a_failed_tick_gives_back_only_the_slots_its_own_starts_took(setup) -> None:
@@ -207,3 +213,37 @@ def test_a_tick_asks_the_runtime_for_a_tick_when_its_earliest_waiting_record_fal
     finally:
         topology.close()
         store.close()
+
+
+def test_a_run_whose_outcome_and_failure_cannot_be_recorded_no_longer_blocks_its_job(
+    setup,
+) -> None:
+    topology, executor, ctx = setup
+    now = T0 + 1_000
+    out = ContextOutput(ctx)
+    forbid = {"overlap_policy": "forbid"}
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(0, **forbid), now)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(0, tenant="zeta"), now)
+    assert _tick(topology, ctx, now)
+    topology.after_commit(now / 1e6)
+    poisoned = run_id(0)
+    real = topology.logic.on_outcome
+
+    def on_outcome(store: Any, out: Any, partition: int, rid: str, *rest: Any) -> bool:
+        if rid == poisoned:
+            raise RuntimeError("boom")  # its outcome, and its failure in its place
+        return real(store, out, partition, rid, *rest)
+
+    topology.logic.on_outcome = on_outcome  # type: ignore[method-assign]
+    ok = Outcome("succeeded", "HTTP 200", False, 1_000, 200)
+    executor.pending = [Completion(0, "acme", poisoned, 1, ok, "example.com:443"),
+                        Completion(0, "zeta", run_id(0, tenant="zeta"), 1, ok,
+                                   "example.com:443")]  # fmt: skip
+    assert _tick(topology, ctx, now + 1_000)
+    assert topology.logic.load(ctx.store, run_id(0, tenant="zeta")).outcome.value == "succeeded"
+    assert topology.logic.load(ctx.store, poisoned).status == IN_FLIGHT  # until a restart
+    # the job's next run starts: before, "overlap_policy forbid" skipped every one of them
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(1, not_before=now, **forbid), now)
+    assert _tick(topology, ctx, now + 2_000)
+    assert topology.logic.load(ctx.store, run_id(1)).status == IN_FLIGHT
+    assert topology.limits.in_flight == 1
