@@ -35,6 +35,8 @@ class Runs(Protocol):
 
     def spec(self, run: RunRecord) -> DispatchSpec: ...
 
+    def current(self, store: StateStore, run_id: str) -> RunRecord | None: ...
+
     def finish(self, pc: PartitionContext, run: RunRecord, kind: AttemptOutcome, now_us: int,
                reason: str | None, *, status_code: int | None = None,
                last_kind: str | None = None) -> None: ...  # fmt: skip

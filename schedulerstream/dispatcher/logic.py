@@ -111,6 +111,8 @@ class DispatchLogic:
         self.specs = SpecReader(codec)
         self._weights: Mapping[str, float] = weights if weights is not None else {}
         self._kept: dict[int, tuple[PartitionIndex, DeficitRing]] = {}  # per partition
+        self._unsaved: dict[str, RunRecord] = {}  # records' runs started in memory this tick
+        self._unblocked: dict[int, set[str]] = {}  # per partition: see ``unblock``
         self.retention = Retention(retention_us, prune_budget)
         self.overlap = OverlapPolicy(self)
         self.retries = Retries(topics.tiers, self.events, self)
@@ -183,19 +185,29 @@ class DispatchLogic:
         saved as it ends (its in-flight state is never written: no reader sees it)."""
         run = start.run
         assert run is not None
+        self._unsaved.pop(run.run_id, None)
         self._ended(self._context(store, out, partition), run, outcome, now_us, unsaved=True)
 
     def started(self, partition: int, start: Start) -> bool:
-        """Is ``start``'s run still in flight with its attempt? A record's run cancelled in
-        the tick that started it (a run of its job that replaces it) is not: its record
-        is not produced."""
+        """Is ``start``'s run still in flight? A record's run cancelled in the tick that
+        started it (a run of its job replaced it) is not: its record is not produced."""
         kept, run = self._kept.get(partition), start.run
-        return kept is None or run is None or kept[0].is_active(run.job_key, run.run_id)
+        if kept is None or run is None or kept[0].is_active(run.job_key, run.run_id):
+            return True
+        self._unsaved.pop(run.run_id, None)
+        return False
+
+    def current(self, store: StateStore, run_id: str) -> RunRecord | None:
+        """The run as it stands: a record's started in memory this tick, else the store's."""
+        run = self._unsaved.get(run_id)
+        return run if run is not None else rk.load(store, run_id)
 
     def unblock(self, partition: int, run_id: str) -> None:
         """``run_id``'s attempt could not be recorded, even as a failure (a bug its record
         meets): it stays in flight in the store, re-dispatched when the partition next
-        starts, but its job's other runs no longer wait for it (overlap policy)."""
+        starts, but its job's other runs no longer wait for it (overlap policy), also after
+        a ``reindex``."""
+        self._unblocked.setdefault(partition, set()).add(run_id)
         kept = self._kept.get(partition)
         if kept is not None:
             kept[0].forget_active(run_id)
@@ -203,14 +215,24 @@ class DispatchLogic:
     def save_start(self, store: StateStore, start: Start) -> None:
         """Save in flight the run of a record's start whose step raised (its in-memory run may
         be half-ended), so that its failure is recorded as any attempt's is."""
+        started = self._unsaved.pop(start.delivery.run_id, None) or start.run
         run = rk.load(store, start.delivery.run_id)
-        started = start.run
         if run is None or started is None or run.status != QUEUED:
             return
         run.attempt = start.delivery.attempt
         move(run, IN_FLIGHT)
         run.deadline_us = started.deadline_us
         self._save_started(store, run)
+
+    def requeue(self, store: StateStore, partition: int, start: Start) -> None:
+        """A record's start that could not even be saved in flight (``save_start`` raised): its
+        run stays queued in the store, its queue key back (it starts again when the
+        partition next starts), and counts as active no more."""
+        run = rk.load(store, start.delivery.run_id)
+        if run is not None and run.status == QUEUED:
+            store.put(rk.queue_key(run.tenant, run.due_us, run.seq), run.run_id.encode(),
+                      logged=False)  # fmt: skip
+        self.unblock(partition, start.delivery.run_id)
 
     def _ended(self, pc: PartitionContext, run: RunRecord, outcome: Outcome, now_us: int,
                *, unsaved: bool = False) -> None:  # fmt: skip
@@ -246,6 +268,7 @@ class DispatchLogic:
         """Forget long-finished runs; start the due runs that fairness and the limits allow."""
         pc = self._context(store, out, partition)
         self.retention.tick(pc, now_us)
+        self._unsaved.clear()  # a failed tick's
         return self.selection.select(pc, now_us)
 
     def on_running(self, store: StateStore, out: Output, partition: int, now_us: int,
@@ -259,6 +282,7 @@ class DispatchLogic:
         for tenant in index.tenants():
             ring.add(tenant)
         self._kept[partition] = (index, ring)
+        self._unblocked.pop(partition, None)
         self.retention.restart(partition)
         pc = PartitionContext(store, out, partition, index, ring)
         kept = adopt or (lambda run: False)
@@ -281,6 +305,8 @@ class DispatchLogic:
         """Rebuild the partition's in-memory queues from ``store`` (a failed tick's rollback
         kept queue entries it had popped); its tenant ring keeps its deficits."""
         index, _ = PartitionIndex.restored(store)
+        for run_id in self._unblocked.get(partition, ()):
+            index.forget_active(run_id)
         kept = self._kept.get(partition)
         ring = kept[1] if kept is not None else DeficitRing(self._weights)
         for tenant in index.tenants():
@@ -396,7 +422,10 @@ class DispatchLogic:
         """The run's next attempt; sent at ``due_us`` when that is later than now (armed).
         None when it cannot be sent at all (its payload is not JSON, checked at its first
         attempt; later ones carry the same text): the attempt fails, for good, and only this
-        run with it."""
+        run with it; or when it is a record's started in memory this tick already (a stale
+        entry of the index: the store still says queued)."""
+        if run.run_id in self._unsaved:
+            return None
         spec = self.spec(run)
         try:
             if run.attempt == 0 and run.payload_json is not None:
@@ -415,7 +444,9 @@ class DispatchLogic:
         run.deadline_us = send_us + round(spec.timeout * 1e6)
         pc.index.activate(run.job_key, run.run_id)
         record = in_transaction(spec.target)
-        if not record:  # a record's run is saved by its outcome, in this tick
+        if record:  # saved by its outcome, in this tick
+            self._unsaved[run.run_id] = run
+        else:
             self._save_started(pc.store, run)
         self.counters.started += 1
         deadline = f"deadline {run.deadline_us} µs"

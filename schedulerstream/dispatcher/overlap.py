@@ -69,7 +69,7 @@ class OverlapPolicy:
         for other_id in pc.index.active(run.job_key):
             if other_id == run.run_id or notices.is_notification(other_id):
                 continue  # a notification neither waits for nor blocks the job's runs
-            other = rk.load(pc.store, other_id)
+            other = self.runs.current(pc.store, other_id)
             if other is not None and other.status not in TERMINAL:
                 others.append(other)
             else:

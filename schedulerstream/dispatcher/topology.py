@@ -400,7 +400,9 @@ class DispatcherTopology(Topology):
         d = start.delivery
         if start.run is not None:  # a record's: its run was not saved in flight
             save = functools.partial(self.logic.save_start, ctx.store, start)
-            self._contained(ctx, d.run_id, save, "saving its start")
+            if self._contained(ctx, d.run_id, save, "saving its start") is not None:
+                self.logic.requeue(ctx.store, ctx.partition, start)
+                return
         reason = f"the attempt could not start ({type(exc).__name__}: {exc})"[:1000]
         done = Completion(start.partition, start.tenant, d.run_id, d.attempt,
                           Outcome("failed", reason, True, 0), start.host)  # fmt: skip
@@ -428,6 +430,8 @@ class DispatcherTopology(Topology):
             self.limits.release(start.tenant, start.host)
 
     def _start(self, ctx: TaskContext, start: Start) -> None:
+        if not self.logic.started(ctx.partition, start):
+            return  # a record's run a run of its job replaced in this tick: not produced
         if start.delivery.attempt == 1 and start.delivery.trigger != "backfill":
             lateness_us = max(ctx.now_us(), start.at_us) - start.delivery.scheduled_at_us
             self.dispatch_lateness.observe(lateness_us / 1e6)
@@ -435,8 +439,6 @@ class DispatcherTopology(Topology):
         if isinstance(config, HttpConfig | SqsConfig):
             self._unsent[start.partition].append(start)
             ctx.request_commit()
-        elif not self.logic.started(ctx.partition, start):
-            return  # a record's run a run of its job replaced in this tick: not produced
         elif (refused := self._not_granted(start)) is not None:
             self._settle(ctx, start, Outcome("refused", refused, False, 0))
         elif isinstance(config, KafkaConfig):

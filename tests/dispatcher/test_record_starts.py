@@ -114,10 +114,32 @@ def test_a_record_run_replaced_in_the_tick_that_started_it_is_not_produced(setup
     replace = {**KAFKA, "overlap_policy": "replace"}
     for n in (0, 1):  # both due now: the second replaces the first, started just before
         topology.logic.on_run(ctx.store, out, 0, run_triggered(n, not_before=T0, **replace), T0)
+    ctx.take_outputs()  # their "accepted" events
     topology.kafka.topics.problem = lambda topic: None  # type: ignore[method-assign]
-    assert _records(_tick(topology, ctx, T0 + 1_000)) == [run_id(1).encode()]
+    outputs = _tick(topology, ctx, T0 + 1_000)
+    assert _records(outputs) == [run_id(1).encode()]
     first = topology.logic.load(ctx.store, run_id(0))
     assert first.status == DONE and first.outcome.value == "cancelled"
     assert first.last_error == f"replaced by {run_id(1)}"
+    assert first.attempt == 1  # the attempt it started: its events say so too
+    codec, attempts = topology.logic.codec, topology.settings.topics.attempts
+    events = [codec.decode_as("AttemptEvent", o.value) for o in outputs
+              if o.topic == attempts and o.key == run_id(0).encode()]  # fmt: skip
+    assert [(e["kind"], e["attempt"]) for e in events] == [("started", 1), ("cancelled", 1)]
     second = topology.logic.load(ctx.store, run_id(1))
     assert second.status == DONE and second.outcome.value == "succeeded"
+
+
+def test_a_stale_second_queue_entry_of_a_started_record_run_starts_nothing(setup) -> None:
+    topology, ctx = setup
+    topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, run_triggered(**KAFKA), T0)
+    topology.kafka.topics.problem = lambda topic: None  # type: ignore[method-assign]
+    run = topology.logic.load(ctx.store, run_id())
+    index = topology.logic._kept[0][0]
+    index.push(run.tenant, run.due_us, run.seq, run.run_id)  # as an undone enqueue can leave
+    outputs = _tick(topology, ctx, T0 + 1_000)
+    assert _records(outputs) == [run_id().encode()]
+    codec, attempts = topology.logic.codec, topology.settings.topics.attempts
+    kinds = [codec.decode_as("AttemptEvent", o.value)["kind"] for o in outputs
+             if o.topic == attempts]  # fmt: skip
+    assert kinds == ["accepted", "started", "succeeded"]

@@ -12,7 +12,7 @@ import pytest
 from schedulerstream.clock import ManualClock
 from schedulerstream.dispatcher import records as rk
 from schedulerstream.dispatcher.executor import Completion, Executor
-from schedulerstream.dispatcher.states import IN_FLIGHT
+from schedulerstream.dispatcher.states import IN_FLIGHT, QUEUED
 from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import RocksStore
@@ -242,8 +242,43 @@ def test_a_run_whose_outcome_and_failure_cannot_be_recorded_no_longer_blocks_its
     assert _tick(topology, ctx, now + 1_000)
     assert topology.logic.load(ctx.store, run_id(0, tenant="zeta")).outcome.value == "succeeded"
     assert topology.logic.load(ctx.store, poisoned).status == IN_FLIGHT  # until a restart
+    topology.logic.reindex(ctx.store, 0)  # as after a failed tick: it stays unblocked
     # the job's next run starts: before, "overlap_policy forbid" skipped every one of them
     topology.logic.on_run(ctx.store, out, 0, run_triggered(1, not_before=now, **forbid), now)
     assert _tick(topology, ctx, now + 2_000)
     assert topology.logic.load(ctx.store, run_id(1)).status == IN_FLIGHT
     assert topology.limits.in_flight == 1
+
+
+def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(setup) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    out = ContextOutput(ctx)
+    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme", **kafka), now)
+    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    real_produce, real_save = topology.kafka.produce, topology.logic.save_start
+    topology.kafka.topics.problem = lambda topic: None  # type: ignore[method-assign]
+
+    def produce(ctx: Any, start: Any, config: Any) -> Outcome:
+        if start.tenant == "evil":
+            raise RuntimeError("boom")
+        return real_produce(ctx, start, config)
+
+    def save_start(store: Any, start: Any) -> None:
+        if start.tenant == "evil":
+            raise RuntimeError("cannot save either")
+        real_save(store, start)
+
+    topology.kafka.produce = produce  # type: ignore[method-assign]
+    topology.logic.save_start = save_start  # type: ignore[method-assign]
+    assert _tick(topology, ctx, now)
+    assert topology.logic.load(ctx.store, run_id(tenant="acme")).outcome.value == "succeeded"
+    evil = topology.logic.load(ctx.store, run_id(tenant="evil"))
+    assert evil.status == QUEUED and evil.attempt == 0
+    assert ctx.store.get(rk.queue_key("evil", evil.due_us, evil.seq)) is not None
+    topology.kafka.produce = real_produce  # type: ignore[method-assign]
+    topology.logic.on_running(ctx.store, out, 0, now)  # the partition starts again
+    assert _tick(topology, ctx, now + 1_000)
+    assert topology.logic.load(ctx.store, run_id(tenant="evil")).outcome.value == "succeeded"
