@@ -4,7 +4,8 @@
 of distinct jobs of ``tenants`` tenants are ingested (a WriteBatch every 500, as commits do),
 then started in fair-share rounds and finished with a success outcome.
 
-- ``logic_us_per_run``: ingest + select + start + outcome, per run;
+- ``logic_us_per_run``: ingest + select + start + outcome, per run (``--targets kafka``: the
+  runs are Kafka records, each ended in the tick that starts it, as the dispatcher does);
 - ``store_us_per_run``: the baseline, in the same run: the raw store operations a run needs at
   the least (5 puts and 3 gets of run-record-sized values, one WriteBatch per 500 runs);
 - ``logic_vs_store``: how many times the bare store work the logic costs;
@@ -14,7 +15,7 @@ then started in fair-share rounds and finished with a success outcome.
   jobs / rate seconds), the due ones are started and finished, and the store grows as it does
   in a long run; measured over the second half.
 
-    .venv/bin/python bench/bench_dispatch_logic.py [--runs 20000] [--tenants 8]
+    .venv/bin/python bench/bench_dispatch_logic.py [--runs 20000] [--tenants 8] [--targets kafka]
     .venv/bin/python bench/bench_dispatch_logic.py --steady 120 --rate 1200 --jobs 12000
 
 The last stdout line is JSON.
@@ -42,6 +43,7 @@ from schedulerstream.targets.base import Outcome
 
 T0 = 1_700_000_000_000_000
 OK = Outcome("succeeded", "HTTP 200", False, 10, 200)
+PRODUCED = Outcome("succeeded", "produced to out", False, 0)
 
 
 class Discard:
@@ -59,12 +61,12 @@ LOOKAHEAD_S = 3
 
 def run_values(
     runs: int, tenants: int, jobs: int = 0, rate: int = 1, distinct: bool = False,
-    carried: bool = True,
+    carried: bool = True, kafka: bool = False,
 ) -> list[bytes]:  # fmt: skip
     """``runs`` RunTriggered records of distinct jobs, or (``jobs``) of ``jobs`` recurring jobs,
     ``rate`` due each second: run i, of job i % jobs, is due at T0 + i // rate seconds. Every
-    job's webhook has its own URL when ``distinct``; the records carry their dispatch spec as
-    the scheduler writes it unless not ``carried``."""
+    job's webhook has its own URL when ``distinct`` (a Kafka topic instead when ``kafka``); the
+    records carry their dispatch spec as the scheduler writes it unless not ``carried``."""
     codec = default_codec()
     values = []
     for i in range(runs):
@@ -77,7 +79,9 @@ def run_values(
                 "job_id": f"d{n}",
                 "version": 1,
                 "schedule": {"every": 3600},
-                "target": {"type": "http", "url": url},
+                "target": {"type": "kafka", "topic": "out"}
+                if kafka
+                else {"type": "http", "url": url},
             }
         )
         definition = job.to_avro()
@@ -109,9 +113,12 @@ def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
         now += 1000
         for action in logic.on_tick(store, out, 0, now):
             assert isinstance(action, Start)
-            limits.release(action.tenant, action.host)
             d = action.delivery
-            logic.on_outcome(store, out, 0, d.run_id, d.attempt, OK, now)
+            if action.run is not None:  # a record: no slot, ended in the tick that starts it
+                logic.on_record_outcome(store, out, 0, action, PRODUCED, now)
+            else:
+                limits.release(action.tenant, action.host)
+                logic.on_outcome(store, out, 0, d.run_id, d.attempt, OK, now)
             done += 1
         store.flush(done)
     elapsed = time.perf_counter() - started
@@ -183,12 +190,13 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=0, help="simulated seconds (0: off)")
     parser.add_argument("--rate", type=int, default=1200, help="runs per simulated second")
     parser.add_argument("--jobs", type=int, default=12_000, help="recurring jobs (steady)")
-    parser.add_argument("--targets", choices=("shared", "distinct"), default="shared",
-                        help="one webhook URL for all jobs, or one per job")  # fmt: skip
+    parser.add_argument("--targets", choices=("shared", "distinct", "kafka"), default="shared",
+                        help="one webhook URL for all, one per job, or Kafka records")  # fmt: skip
     parser.add_argument("--spec", choices=("carried", "none"), default="carried",
                         help="runs carry their dispatch spec, or only the definition")  # fmt: skip
     args = parser.parse_args()
-    shape = {"distinct": args.targets == "distinct", "carried": args.spec == "carried"}
+    shape = {"distinct": args.targets == "distinct", "carried": args.spec == "carried",
+             "kafka": args.targets == "kafka"}  # fmt: skip
     if args.steady:
         with tempfile.TemporaryDirectory() as tmp:
             per_run = steady_seconds(args.rate, args.jobs, args.steady, args.tenants, Path(tmp),
