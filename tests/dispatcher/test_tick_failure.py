@@ -51,6 +51,19 @@ def _tick(topology: DispatcherTopology, ctx: TaskContext, now_us: int) -> bool:
     return True
 
 
+KAFKA = {"target": {"type": "kafka", "topic": "t.out"}}
+
+
+def _evil_and_acme(topology: DispatcherTopology, ctx: TaskContext, now: int,
+                   **acme: Any) -> None:  # fmt: skip
+    """A due Kafka record of tenant evil and a due run of acme (its target: ``acme``, else a
+    webhook); every topic counts as known."""
+    out = ContextOutput(ctx)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **KAFKA), now)
+    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme", **acme), now)
+    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+
+
 @pytest.fixture
 def setup(tmp_path: Path) -> Any:
     executor = Injected()
@@ -121,11 +134,7 @@ def test_a_failed_tick_sends_none_of_its_starts_and_requeues_their_runs(setup) -
 def test_a_kafka_record_whose_outcome_cannot_be_recorded_spares_the_other_runs(setup) -> None:
     topology, _, ctx = setup
     now = T0 + 1_000
-    out = ContextOutput(ctx)
-    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme"), now)
-    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    _evil_and_acme(topology, ctx, now)
     topology.kafka.produce = (  # type: ignore[method-assign]
         lambda ctx, start, config: Outcome("succeeded", "written", False, 1)
     )
@@ -172,11 +181,7 @@ def test_a_failed_tick_gives_back_only_the_slots_its_own_starts_took(setup) -> N
 def test_a_start_that_raises_fails_its_attempt_and_the_run_is_retried(setup) -> None:
     topology, _, ctx = setup
     now = T0 + 1_000
-    out = ContextOutput(ctx)
-    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme", **kafka), now)
-    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    _evil_and_acme(topology, ctx, now, **KAFKA)
 
     def produce(ctx: Any, start: Any, config: Any) -> Outcome:
         if start.tenant == "evil":
@@ -253,11 +258,7 @@ def test_a_run_whose_outcome_and_failure_cannot_be_recorded_no_longer_blocks_its
 def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(setup) -> None:
     topology, _, ctx = setup
     now = T0 + 1_000
-    out = ContextOutput(ctx)
-    kafka = {"target": {"type": "kafka", "topic": "t.out"}}
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="evil", **kafka), now)
-    topology.logic.on_run(ctx.store, out, 0, run_triggered(tenant="acme", **kafka), now)
-    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    _evil_and_acme(topology, ctx, now, **KAFKA)
     real_produce, real_save = topology.kafka.produce, topology.logic.save_start
     topology.kafka.topics.problem = lambda topic: None  # type: ignore[method-assign]
 
@@ -279,6 +280,6 @@ def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(set
     assert evil.status == QUEUED and evil.attempt == 0
     assert ctx.store.get(rk.queue_key("evil", evil.due_us, evil.seq)) is not None
     topology.kafka.produce = real_produce  # type: ignore[method-assign]
-    topology.logic.on_running(ctx.store, out, 0, now)  # the partition starts again
+    topology.logic.on_running(ctx.store, ContextOutput(ctx), 0, now)  # the partition starts again
     assert _tick(topology, ctx, now + 1_000)
     assert topology.logic.load(ctx.store, run_id(tenant="evil")).outcome.value == "succeeded"
