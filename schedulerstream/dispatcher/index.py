@@ -4,7 +4,8 @@ The store keeps ``q/…`` and ``active/…`` for restore; serving from them mean
 per start, and a seek skips every deleted key left at the head of a queue until compaction, so
 the cost grew with the number of runs already served. The mirror is rebuilt from those keys
 when the task starts running and is only a hint: every entry is checked against the run record
-before use, so entries left by a rolled-back record are dropped, never acted on.
+before use (a record's run started in memory this tick: against that run), so entries left by
+a rolled-back record are dropped, never acted on.
 
 It also marks the keys of the few jobs that have a ``gone/`` or ``buf/`` key (a rolled-back
 write leaves a mark, which costs a read, never a wrong answer), so the many that have none

@@ -119,7 +119,7 @@ class DispatchLogic:
         self._ready = ready
         self.selection = FairSelection(limits, start_budget, self.spec, self.overlap.admit,
                                        self._start, self._armable, arm_us,
-                                       record_budget, ready)  # fmt: skip
+                                       record_budget, ready, self.current)  # fmt: skip
 
     def spec(self, run: RunRecord) -> DispatchSpec:
         """The run's DispatchSpec (an unfinished run always has one)."""
@@ -206,13 +206,13 @@ class DispatchLogic:
         """``run_id``'s attempt could not be recorded, even as a failure (a bug its record
         meets): it stays in flight in the store, re-dispatched when the partition next
         starts, but its job's other runs no longer wait for it (overlap policy), also after
-        a ``reindex``."""
+        a ``reindex``, until it starts or ends again."""
         self._unblocked.setdefault(partition, set()).add(run_id)
         kept = self._kept.get(partition)
         if kept is not None:
             kept[0].forget_active(run_id)
 
-    def save_start(self, store: StateStore, start: Start) -> None:
+    def save_start(self, store: StateStore, partition: int, start: Start) -> None:
         """Save in flight the run of a record's start whose step raised (its in-memory run may
         be half-ended), so that its failure is recorded as any attempt's is."""
         started = self._unsaved.pop(start.delivery.run_id, None) or start.run
@@ -223,16 +223,19 @@ class DispatchLogic:
         move(run, IN_FLIGHT)
         run.deadline_us = started.deadline_us
         self._save_started(store, run)
+        self._context(store, NO_OUTPUT, partition).index.activate(run.job_key, run.run_id)
 
     def requeue(self, store: StateStore, partition: int, start: Start) -> None:
         """A record's start that could not even be saved in flight (``save_start`` raised): its
-        run stays queued in the store, its queue key back (it starts again when the
-        partition next starts), and counts as active no more."""
+        run stays queued in the store with its queue key back, so the partition's next start
+        (or ``reindex``) queues it again; it counts as active no more. Its "started" event
+        stays without an end: the attempt starts again as the same attempt."""
         run = rk.load(store, start.delivery.run_id)
-        if run is not None and run.status == QUEUED:
-            store.put(rk.queue_key(run.tenant, run.due_us, run.seq), run.run_id.encode(),
-                      logged=False)  # fmt: skip
-        self.unblock(partition, start.delivery.run_id)
+        if run is None or run.status != QUEUED:
+            return
+        store.put(rk.queue_key(run.tenant, run.due_us, run.seq), run.run_id.encode(),
+                  logged=False)  # fmt: skip
+        self._context(store, NO_OUTPUT, partition).index.deactivate(run.job_key, run.run_id)
 
     def _ended(self, pc: PartitionContext, run: RunRecord, outcome: Outcome, now_us: int,
                *, unsaved: bool = False) -> None:  # fmt: skip
@@ -422,10 +425,7 @@ class DispatchLogic:
         """The run's next attempt; sent at ``due_us`` when that is later than now (armed).
         None when it cannot be sent at all (its payload is not JSON, checked at its first
         attempt; later ones carry the same text): the attempt fails, for good, and only this
-        run with it; or when it is a record's started in memory this tick already (a stale
-        entry of the index: the store still says queued)."""
-        if run.run_id in self._unsaved:
-            return None
+        run with it."""
         spec = self.spec(run)
         try:
             if run.attempt == 0 and run.payload_json is not None:
@@ -440,6 +440,8 @@ class DispatchLogic:
             return None
         run.attempt += 1
         move(run, IN_FLIGHT)
+        if self._unblocked:  # it starts or ends again: blocking as any run
+            self._unblocked.get(pc.partition, set()).discard(run.run_id)
         send_us = max(now_us, due_us)
         run.deadline_us = send_us + round(spec.timeout * 1e6)
         pc.index.activate(run.job_key, run.run_id)
@@ -491,6 +493,8 @@ class DispatchLogic:
             self._admit(pc, after.notice, now_us)
         store.delete(rk.active_key(run.job_key, run.run_id), logged=False)
         pc.index.deactivate(run.job_key, run.run_id)
+        if self._unblocked:  # it starts or ends again: blocking as any run
+            self._unblocked.get(pc.partition, set()).discard(run.run_id)
         end(run, kind)
         run.spec = None
         run.last_error = reason if kind != SUCCEEDED else None

@@ -37,6 +37,7 @@ from schedulerstream.dispatcher.context import PartitionContext
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.states import QUEUED
+from schedulerstream.runtime.store import StateStore
 
 # (context, run, its queue key, now, actions) → may its first attempt start
 Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
@@ -45,6 +46,8 @@ Admit = Callable[[PartitionContext, RunRecord, bytes, int, list[Action]], bool]
 Begin = Callable[[PartitionContext, RunRecord, int, str | None, int], Start | None]
 # (context, run) → may the run's next attempt be started before it is due
 Armable = Callable[[PartitionContext, RunRecord], bool]
+# (store, run id) → the run as it stands (a record's started in memory this tick: in flight)
+Load = Callable[[StateStore, str], RunRecord | None]
 # (target of a Kafka record or worker offer, its tenant) → may it start now (False: its start
 # waits, say for the metadata of its topic, asked for by this call)
 Ready = Callable[[TargetConfig, str], bool]
@@ -57,7 +60,7 @@ class FairSelection:
     def __init__(self, limits: Limits, start_budget: int, spec: Callable[[RunRecord], DispatchSpec],
                  admit: Admit, begin: Begin, armable: Armable | None = None,
                  arm_us: int = 0, record_budget: int = 100,
-                 ready: Ready | None = None) -> None:  # fmt: skip
+                 ready: Ready | None = None, load: Load = rk.load) -> None:  # fmt: skip
         self.limits = limits
         self._ready = ready
         self.arm_us = arm_us if armable is not None else 0
@@ -70,6 +73,7 @@ class FairSelection:
         self._spec = spec
         self._admit = admit
         self._begin = begin
+        self._load = load
 
     def select(self, pc: PartitionContext, now_us: int) -> list[Action]:
         """Start what is due, fairly, within the budget and the limits."""
@@ -104,7 +108,7 @@ class FairSelection:
         if due_us > now_us + self.arm_us:
             return "blocked"  # the tenant's earliest run is not due yet
         qkey = rk.queue_key(tenant, due_us, seq)
-        run = rk.load(pc.store, run_id)
+        run = self._load(pc.store, run_id)
         if run is None or run.status != QUEUED or run.seq != seq:
             index.pop(tenant)  # cancelled, revoked or re-queued since
             pc.store.delete(qkey, logged=False)

@@ -399,9 +399,10 @@ class DispatcherTopology(Topology):
         instead of waiting for the partition's next start."""
         d = start.delivery
         if start.run is not None:  # a record's: its run was not saved in flight
-            save = functools.partial(self.logic.save_start, ctx.store, start)
+            save = functools.partial(self.logic.save_start, ctx.store, ctx.partition, start)
             if self._contained(ctx, d.run_id, save, "saving its start") is not None:
-                self.logic.requeue(ctx.store, ctx.partition, start)
+                requeue = functools.partial(self.logic.requeue, ctx.store, ctx.partition, start)
+                self._contained(ctx, d.run_id, requeue, "queueing it again")
                 return
         reason = f"the attempt could not start ({type(exc).__name__}: {exc})"[:1000]
         done = Completion(start.partition, start.tenant, d.run_id, d.attempt,

@@ -255,7 +255,7 @@ def test_a_run_whose_outcome_and_failure_cannot_be_recorded_no_longer_blocks_its
     assert topology.limits.in_flight == 1
 
 
-def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(setup) -> None:
+def test_a_record_start_that_cannot_even_be_saved_is_queued_again(setup) -> None:
     topology, _, ctx = setup
     now = T0 + 1_000
     _evil_and_acme(topology, ctx, now, **KAFKA)
@@ -267,10 +267,10 @@ def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(set
             raise RuntimeError("boom")
         return real_produce(ctx, start, config)
 
-    def save_start(store: Any, start: Any) -> None:
+    def save_start(store: Any, partition: int, start: Any) -> None:
         if start.tenant == "evil":
             raise RuntimeError("cannot save either")
-        real_save(store, start)
+        real_save(store, partition, start)
 
     topology.kafka.produce = produce  # type: ignore[method-assign]
     topology.logic.save_start = save_start  # type: ignore[method-assign]
@@ -280,6 +280,33 @@ def test_a_record_start_that_cannot_even_be_saved_is_queued_again_at_restart(set
     assert evil.status == QUEUED and evil.attempt == 0
     assert ctx.store.get(rk.queue_key("evil", evil.due_us, evil.seq)) is not None
     topology.kafka.produce = real_produce  # type: ignore[method-assign]
-    topology.logic.on_running(ctx.store, ContextOutput(ctx), 0, now)  # the partition starts again
+    topology.logic.reindex(ctx.store, 0)  # as after a failed tick, or the partition's next start
     assert _tick(topology, ctx, now + 1_000)
     assert topology.logic.load(ctx.store, run_id(tenant="evil")).outcome.value == "succeeded"
+
+
+def test_a_record_whose_outcome_raises_after_ending_it_stays_active_through_its_retry(
+    setup,
+) -> None:
+    topology, _, ctx = setup
+    now = T0 + 1_000
+    forbid = {**KAFKA, "overlap_policy": "forbid"}
+    topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, run_triggered(0, **forbid), now)
+    topology.kafka.ready = lambda target: True  # type: ignore[method-assign]
+    topology.kafka.topics.problem = lambda topic: None  # type: ignore[method-assign]
+    real = topology.logic.on_record_outcome
+
+    def on_record_outcome(*args: Any) -> None:
+        real(*args)  # ended in memory (the job's active set too), then the step raises
+        raise RuntimeError("boom")
+
+    topology.logic.on_record_outcome = on_record_outcome  # type: ignore[method-assign]
+    assert _tick(topology, ctx, now)
+    first = topology.logic.load(ctx.store, run_id(0))
+    assert first.status != IN_FLIGHT and first.attempt == 1  # failed, to be retried
+    assert "the attempt could not start (RuntimeError: boom)" in first.last_error
+    later = run_triggered(1, not_before=now, **forbid)
+    topology.logic.on_run(ctx.store, ContextOutput(ctx), 0, later, now)
+    assert _tick(topology, ctx, now + 1_000)
+    second = topology.logic.load(ctx.store, run_id(1))
+    assert second.outcome.value == "skipped" and "still active" in second.last_error
