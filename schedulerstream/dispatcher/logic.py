@@ -376,7 +376,7 @@ class DispatchLogic:
             return []
         self._unindex(store, run)
         end(run, AttemptOutcome.REVOKED)
-        run.job_version, run.spec = rec["job_version"], None
+        run.job_version = rec["job_version"]
         self.events.emit(pc.out, pc.partition, run, "revoked", now_us, reason=rec["reason"])
         rk.save_finished(store, run, now_us)
         return []
@@ -496,7 +496,6 @@ class DispatchLogic:
         if self._unblocked:  # it starts or ends again: blocking as any run
             self._unblocked.get(pc.partition, set()).discard(run.run_id)
         end(run, kind)
-        run.spec = None
         run.last_error = reason if kind != SUCCEEDED else None
         rk.save_finished(store, run, now_us)
         self.counters.finished[kind] = self.counters.finished.get(kind, 0) + 1

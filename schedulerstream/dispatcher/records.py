@@ -71,7 +71,8 @@ class RunRecord:
     """One run as the dispatcher knows it; ``attempt`` is the last attempt started (0: none).
     Its ``status`` changes only through ``states.move`` and ``states.end``.
 
-    ``spec`` is what the dispatcher needs of the job's definition (None once the run ended);
+    ``spec`` is what the dispatcher needs of the job's definition (it and ``payload_json`` are
+    None once the run ended);
     ``finished_us`` when it ended (0: it has not, or it ended in format 2, which logged its
     ``done/`` key instead).
     """
@@ -174,8 +175,11 @@ def save(store: StateStore, run: RunRecord) -> None:
 
 def save_finished(store: StateStore, run: RunRecord, now_us: int) -> None:
     """Save ``run``, which ended (or was revoked) at ``now_us``, with its ``done/`` key (derived:
-    the changelog carries the run record alone)."""
+    the changelog carries the run record alone). It is kept for the dedupe retention only to
+    drop replays, so it keeps neither spec nor payload (a payload of up to
+    ``max_payload_bytes``, kept for days in the store and its changelog)."""
     run.finished_us = now_us
+    run.spec = run.payload_json = None
     save(store, run)
     store.put(done_key(now_us, run.run_id), b"", logged=False)
 

@@ -62,6 +62,24 @@ def test_a_duplicate_of_the_same_version_is_ignored_even_after_it_ran() -> None:
     assert [k for k, _ in h.events()].count("accepted") == 1
 
 
+def test_an_ended_run_keeps_neither_payload_nor_spec_and_still_drops_its_replay() -> None:
+    """A finished run is kept for days only to drop replays: its payload (up to 256 KiB) went
+    into the store and the changelog with it for that long."""
+    h = Harness()
+    h.run(run_triggered())
+    h.run(run_triggered(1, not_before=T0 + SECOND))
+    h.run(revoked(run_id(1), 2))  # revoked before it started
+    h.tick()
+    h.finish(run_id())
+    for rid in (run_id(), run_id(1)):
+        raw = h.store.get(rk.run_key(rid))
+        assert raw is not None and b'{"n":' not in raw
+        ended = rk.RunRecord.from_bytes(raw)
+        assert ended.payload_json is None and ended.spec is None and ended.finished_us == T0
+    h.run(run_triggered())
+    assert h.tick() == [] and h.logic.counters.duplicates == 1
+
+
 def test_revoked_runs_are_dropped_and_a_later_version_re_arms_them() -> None:
     h = Harness()
     h.run(run_triggered(not_before=T0 + SECOND))
