@@ -9,6 +9,9 @@ then started in fair-share rounds and finished with a success outcome.
 - ``store_us_per_run``: the baseline, in the same run: the raw store operations a run needs at
   the least (5 puts and 3 gets of run-record-sized values, one WriteBatch per 500 runs);
 - ``logic_vs_store``: how many times the bare store work the logic costs;
+- ``state_bytes_per_finished_run`` (RocksDB, compacted) and ``changelog_bytes_per_finished_run``
+  (the compacted changelog's run records, uncompressed): what each finished run keeps for the
+  dedupe retention (``dispatcher/retention.py``: 8 days);
 - with ``--steady SECONDS``: ``steady_us_per_run``, the logic per run in a steady state like the
   end-to-end bench's: each simulated second ``--rate`` runs of ``--jobs`` recurring jobs are
   ingested ``LOOKAHEAD_S`` ahead of their time (so a job's definition repeats every
@@ -96,7 +99,9 @@ def run_values(
     return values
 
 
-def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
+def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int, dict[str, int]]:
+    """The logic's seconds, the records it produced, and what its finished runs leave in the
+    state (``finished_state``)."""
     store = RocksStore.open(workdir / "logic")
     limits = Limits(200, 50, 1e9, 100)
     logic = DispatchLogic(default_codec(), Topics("attempts", "commands"), limits, "bench")
@@ -122,8 +127,19 @@ def logic_seconds(values: list[bytes], workdir: Path) -> tuple[float, int]:
             done += 1
         store.flush(done)
     elapsed = time.perf_counter() - started
+    state = finished_state(store)
     store.close()
-    return elapsed, out.records
+    return elapsed, out.records, state
+
+
+def finished_state(store: RocksStore) -> dict[str, int]:
+    """Bytes the finished runs keep for the dedupe retention (8 days): the store's SST files
+    after a full compaction, and the run records (with their keys, uncompressed) that the
+    compacted changelog keeps."""
+    store.compact()
+    sst = sum(f.stat().st_size for f in store.path.glob("*.sst"))
+    logged = sum(len(k) + len(v) for k, v in store.prefix(b"run/"))
+    return {"sst_bytes": sst, "changelog_bytes": logged}
 
 
 def steady_seconds(
@@ -206,7 +222,7 @@ def main() -> None:
         return
     values = run_values(args.runs, args.tenants, **shape)
     with tempfile.TemporaryDirectory() as tmp:
-        logic_s, records = logic_seconds(values, Path(tmp))
+        logic_s, records, state = logic_seconds(values, Path(tmp))
         store_s = store_seconds(args.runs, Path(tmp))
     result = {
         "runs": args.runs,
@@ -214,6 +230,9 @@ def main() -> None:
         "store_us_per_run": round(store_s / args.runs * 1e6, 1),
         "logic_vs_store": round(logic_s / store_s, 2),
         "records_per_run": round(records / args.runs, 2),
+        # kept per finished run for the dedupe retention (the changelog's before compression)
+        "state_bytes_per_finished_run": round(state["sst_bytes"] / args.runs),
+        "changelog_bytes_per_finished_run": round(state["changelog_bytes"] / args.runs),
         "targets": args.targets,
         "spec": args.spec,
     }

@@ -338,6 +338,10 @@ class RocksStore:
         self._db.write(batch)
         self.discard()
 
+    def compact(self) -> None:
+        """Compact the whole database (what is left of deleted and overwritten keys goes)."""
+        self._db.compact_range(None, None)
+
     # -- runtime metadata -----------------------------------------------------------------
     def changelog_offset(self) -> int | None:
         """The last changelog offset written into the store; NO_OFFSET if none; None if the
