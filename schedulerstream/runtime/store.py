@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
 from schedulerstream.errors import StateError, StateTooLarge
 
@@ -25,10 +25,9 @@ NO_OFFSET = -1
 _OFFSET = struct.Struct(">q")
 
 
-# A store's memtable is flushed to compressed SST files at this size (also what a crash can
-# lose, to be replayed from the changelog). RocksDB's default (64 MiB) kept every write of a
-# partition uncompressed in memory (and, then, in its write-ahead log), per store (active and
-# standby): several times the live state on disk.
+# A store's memtable, and so its write-ahead log, is flushed to compressed SST files at this
+# size. RocksDB's default (64 MiB) kept every write of a partition uncompressed in the log and
+# in memory, per store (active and standby): several times the live state on disk.
 WRITE_BUFFER_BYTES = 8 << 20
 
 # Bits per key of each SST file's Bloom filter. Most reads of a key that is not there (a new
@@ -44,18 +43,6 @@ def _options() -> Options:
     table = BlockBasedOptions()
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)  # full filters, not block-based
     options.set_block_based_table_factory(table)
-    return options
-
-
-def _write_options() -> WriteOptions:
-    """No write-ahead log: the changelog is the store's log (as in Kafka Streams). A crash
-    loses at most the memtable not yet flushed, and what stays is a prefix of the writes
-    (each flush writes its changelog offset in the same batch), so the restore replays the
-    changelog from that older offset. The log wrote every change to disk twice and cost a
-    fifth of the bare store work of ``bench/bench_dispatch_logic.py``."""
-    options = WriteOptions()
-    # a property: rocksdict's stub declares a method
-    options.disable_wal = True  # type: ignore[method-assign, assignment]
     return options
 
 
@@ -151,9 +138,7 @@ class RocksStore:
         # The default column family's options are given too: otherwise rocksdict reopens an
         # existing store with the ones in its OPTIONS file (the write buffer it was created
         # with, and no Bloom filters, which that file does not keep).
-        db = Rdict(str(path), _options(), column_families={"default": _options()})
-        db.set_write_options(_write_options())
-        return db
+        return Rdict(str(path), _options(), column_families={"default": _options()})
 
     def close(self) -> None:
         """Drop the overlay and close the database (releasing its lock)."""

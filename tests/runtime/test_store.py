@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -195,31 +193,3 @@ def test_a_logged_record_over_the_limit_is_refused_where_it_is_written(store: Ro
     store.put(b"derived", b"v" * 1000, logged=False)  # never in a changelog: no limit
     store.max_logged_bytes = None
     store.put(b"big", b"v" * 100)
-
-
-_CRASHING_WRITER = """
-import os, sys
-from pathlib import Path
-from schedulerstream.runtime.store import RocksStore
-store = RocksStore.open(Path(sys.argv[1]))
-for i in range(1, int(sys.argv[2]) + 1):
-    store.put(b"k%06d" % i, bytes([i % 251]) * 4096)
-    store.flush(i)
-os._exit(0)  # a crash: the store is never closed
-"""
-
-
-def test_a_crash_keeps_a_prefix_of_the_flushes_with_its_offset(tmp_path: Path) -> None:
-    """With no write-ahead log a crash loses the memtable not yet flushed, but what stays
-    holds every flush up to the offset it reports and none after it: the changelog replay
-    from there rebuilds the rest."""
-    flushes = 3 * WRITE_BUFFER_BYTES // 4096  # enough for memtables to be flushed to files
-    subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(tmp_path / "db"),
-                    str(flushes)], check=True, timeout=120)  # fmt: skip
-    store = RocksStore.open(tmp_path / "db")
-    offset = store.changelog_offset()
-    assert offset is not None and 0 < offset < flushes  # some, not all, survived the crash
-    kept = [k for k, _ in store.prefix(b"k")]
-    assert kept == [b"k%06d" % i for i in range(1, offset + 1)]
-    assert store.get(b"k%06d" % offset) == bytes([offset % 251]) * 4096
-    store.close()
