@@ -9,11 +9,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
 
+# confluent_kafka.admin documents these names but re-exports them implicitly (mypy strict).
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
+
+from schedulerstream.clock import Clock
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreWriteFailed
@@ -38,14 +46,27 @@ def capture(task: Task, producer: TransactionalProducer, topic: str) -> int:
     return len(records)
 
 
-def topic_id(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) -> str:
-    """The changelog topic's id, so a store of a deleted-and-recreated topic is not trusted."""
+@dataclass(frozen=True)
+class Changelog:
+    """What a restore needs to know of a changelog topic besides its records."""
+
+    topic: str
+    topic_id: str  # a store of a deleted-and-recreated topic is not trusted
+    tombstones_ms: int  # delete.retention.ms: how long the broker keeps a deletion
+
+
+def describe(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) -> Changelog:
+    """The changelog topic's id and tombstone retention, from the cluster."""
     admin = AdminClient(admin_config)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
         description = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout_s)
+        configs = admin.describe_configs([resource], request_timeout=timeout_s)
+        entry = configs[resource].result(timeout_s)["delete.retention.ms"]
+        tombstones_ms = int(entry.value)
     except Exception as exc:
         raise StateError(f"changelog topic {topic} cannot be described: {exc}") from exc
-    return str(description.topic_id)
+    return Changelog(topic, str(description.topic_id), tombstones_ms)
 
 
 class Restorer:
@@ -53,21 +74,26 @@ class Restorer:
 
     Warm restore: a store whose metadata matches the changelog replays from its stored
     offset + 1. A store that does not match (other topic or topic id, missing or corrupt
-    offset, offset outside the log) is wiped and restored cold from the log start.
+    offset, offset outside the log) is wiped and restored cold from the log start, and so is
+    a stale one: last written more than half the changelog's tombstone retention ago while
+    the log moved on. Compaction drops a deletion's tombstone after that retention, so a
+    replay from an older offset would keep a key deleted since (a deleted job would fire).
     """
 
     def __init__(
         self,
         committed_config: dict[str, Any],
         uncommitted_config: dict[str, Any],
-        topic: str,
-        changelog_id: str,
+        changelog: Changelog,
         restore_record: RestoreRecord,
+        clock: Clock,
         chunk: int = 10_000,
         timeout_s: float = 10.0,
     ) -> None:
-        self.topic = topic
-        self._source_prefix = f"{topic}\0{changelog_id}\0".encode()
+        self.topic = topic = changelog.topic
+        self._source_prefix = f"{topic}\0{changelog.topic_id}\0".encode()
+        self._stale_after_us = changelog.tombstones_ms * 1000 // 2
+        self._clock = clock
         self._restore_record = restore_record
         self._chunk = chunk
         self._timeout_s = timeout_s
@@ -104,11 +130,15 @@ class Restorer:
         offset = store.changelog_offset()
         start = NO_OFFSET + 1 if offset is None else offset + 1
         cold = offset is None or offset == NO_OFFSET
-        if store.source() != source or offset is None or start > end or start < low:
+        written = store.written_us()
+        age_us = 0 if written is None else self._clock.now_us() - written
+        stale = age_us > self._stale_after_us and start < end
+        if store.source() != source or offset is None or start > end or start < low or stale:
             if not store.is_empty():
                 log.warning(
-                    "task %d: store does not match %s (offset %s, log %d..%d): rebuilding",
-                    task.partition, self.topic, offset, low, end,
+                    "task %d: store does not match %s (offset %s, log %d..%d, last written "
+                    "%.1f h ago): rebuilding", task.partition, self.topic, offset, low, end,
+                    age_us / 3.6e9,
                 )  # fmt: skip
                 store = store.wipe()
                 task.store = store
@@ -162,7 +192,7 @@ class Restorer:
         for task in touched.values():
             store = task.require_store()
             try:
-                store.flush(task.restore_position - 1)
+                store.flush(task.restore_position - 1, self._clock.now_us())
             except Exception as exc:  # the disk is full, for instance: replay these later
                 store.discard()
                 raise StoreWriteFailed(store.path, exc) from exc

@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from schedulerstream.clock import Clock
 from schedulerstream.errors import DependencyDown, FencedError
 from schedulerstream.histogram import DURATION_BUCKETS, Histogram
 from schedulerstream.runtime.changelog import capture
@@ -52,8 +53,10 @@ class Committer:
         max_record_bytes: int,
         metrics: dict[str, float],
         lookup: TopicLookup,
+        clock: Clock,
     ) -> None:
         self.txn = txn
+        self.clock = clock
         self.topology = topology
         self.rejected_topic = rejected_topic
         self.group_id = group_id
@@ -226,7 +229,7 @@ class Committer:
         ):
             return True
         try:
-            store.flush(task.pending_changelog_offset)
+            store.flush(task.pending_changelog_offset, self.clock.now_us())
         except Exception as exc:  # the disk is full, say: the changelog has it all
             log.error("task %d: local write failed (%s); restoring from the changelog",
                       task.partition, exc)  # fmt: skip

@@ -24,7 +24,7 @@ from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.errors import DependencyDown, FencedError, StateError
 from schedulerstream.histogram import Histogram
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.changelog import Restorer, topic_id
+from schedulerstream.runtime.changelog import Restorer, describe
 from schedulerstream.runtime.charges import admin_lookup
 from schedulerstream.runtime.committer import Committer
 from schedulerstream.runtime.context import TaskContext
@@ -125,6 +125,7 @@ class Processor:
             max_record_bytes=settings.max_record_bytes,
             metrics=self.metrics,
             lookup=admin_lookup(lambda: AdminClient(clients.base_config(settings))),
+            clock=self.clock,
         )
         self._txn = txn
         self._max_record = settings.max_record_bytes
@@ -174,9 +175,9 @@ class Processor:
             clients.restore_consumer_config(
                 self.settings, f"{self.group_id}-restore", committed=False
             ),
-            changelog,
-            topic_id(clients.base_config(self.settings), changelog, self._timeout_s),
+            describe(clients.base_config(self.settings), changelog, self._timeout_s),
             self.topology.restore_record,
+            self.clock,
             self._restore_chunk,
             self._timeout_s,
         )

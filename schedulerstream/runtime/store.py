@@ -21,6 +21,7 @@ from schedulerstream.errors import StateError, StateTooLarge
 META_PREFIX = b"meta/changelog-"
 OFFSET_KEY = b"meta/changelog-offset"
 SOURCE_KEY = b"meta/changelog-source"
+WRITTEN_KEY = b"meta/changelog-written"  # when a flush last wrote the store (µs)
 NO_OFFSET = -1
 _OFFSET = struct.Struct(">q")
 
@@ -311,8 +312,9 @@ class RocksStore:
         self._sorted_stale = False
         self._undo = None
 
-    def flush(self, changelog_offset: int) -> None:
-        """Write the overlay and ``changelog_offset`` in one WriteBatch, then drop the overlay."""
+    def flush(self, changelog_offset: int, written_us: int | None = None) -> None:
+        """Write the overlay and ``changelog_offset`` (and ``written_us``, the writer's clock)
+        in one WriteBatch, then drop the overlay."""
         batch = WriteBatch(raw_mode=True)
         for key, (value, _logged) in self._overlay.items():
             if value is None:
@@ -320,6 +322,8 @@ class RocksStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, _OFFSET.pack(changelog_offset))
+        if written_us is not None:
+            batch.put(WRITTEN_KEY, _OFFSET.pack(written_us))
         self._db.write(batch)
         self.discard()
 
@@ -339,6 +343,18 @@ class RocksStore:
             return None
         offset: int = _OFFSET.unpack(raw)[0]
         return offset if offset >= NO_OFFSET else None
+
+    def written_us(self) -> int | None:
+        """When a flush last wrote the store (µs); None if unknown (never recorded, or
+        unreadable)."""
+        try:
+            raw = self._db.get(WRITTEN_KEY)
+        except Exception:
+            return None
+        if raw is None or len(raw) != _OFFSET.size:
+            return None
+        written: int = _OFFSET.unpack(raw)[0]
+        return written
 
     def source(self) -> bytes | None:
         """Which changelog (topic, partition, topic id) this store caches."""

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.changelog import Restorer, topic_id
+from schedulerstream.runtime.changelog import Restorer, describe
 from schedulerstream.runtime.membership import GroupView, apply_group_timeouts, choose_standbys
 from schedulerstream.runtime.standby import Standbys
 from schedulerstream.runtime.topology import Topology
@@ -99,9 +99,9 @@ def build_takeover(
         restorer = Restorer(
             clients.restore_consumer_config(settings, name),
             clients.restore_consumer_config(settings, name, committed=False),
-            changelog,
-            topic_id(clients.base_config(settings), changelog, timeout_s),
+            describe(clients.base_config(settings), changelog, timeout_s),
             topology.restore_record,
+            clock,
             restore_chunk,
             timeout_s,
         )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from schedulerstream.clock import SystemClock
 from schedulerstream.errors import FencedError
 from schedulerstream.runtime.committer import GAP_ABORT_S, Committer
 from schedulerstream.runtime.transaction import Failure, TransactionFailed
@@ -77,6 +78,7 @@ def committer(producer: Producer) -> Committer:
         max_record_bytes=1_000_000,
         metrics=defaultdict(float),
         lookup=lambda topic: None,
+        clock=SystemClock(),
     )
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import shutil
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from rocksdict import Options, Rdict
 
+from schedulerstream.clock import SystemClock
 from schedulerstream.kafka import clients
 from schedulerstream.runtime import Processor, TaskContext, TaskState
 from schedulerstream.runtime.transaction import Failure, TransactionFailed
@@ -269,6 +271,63 @@ def test_a_store_that_does_not_match_its_changelog_is_rebuilt(counter_settings: 
         assert_exactly_once(s, {f"k{k:03d}".encode(): 3 for k in range(24)})
     finally:
         again.close()
+
+
+class Later(SystemClock):
+    """The system clock, ``shift_s`` ahead: a member that comes back that much later."""
+
+    def __init__(self, shift_s: float) -> None:
+        self.shift_us = int(shift_s * 1_000_000)
+
+    def now_us(self) -> int:
+        return super().now_us() + self.shift_us
+
+
+def test_a_store_older_than_the_changelog_keeps_tombstones_is_rebuilt(
+    counter_settings: Settings, tmp_path: Path
+) -> None:
+    """Compaction drops a deletion's tombstone after delete.retention.ms (1 day here), so a
+    store left that long while another member moved the log on cannot be replayed warm: a
+    key deleted meanwhile would stay (a deleted job would fire). Within it, it replays warm."""
+    s = counter_settings
+    other_settings = s.model_copy(update={"data_dir": tmp_path / "other", "instance_id": "o"})
+
+    def another_member_moves_the_log_on() -> None:
+        other, _ = make(other_settings)
+        produce(s, "in", keyed(16, 1))
+        drive([other], lambda: other.metrics["records_processed"] == 16 and not other.commit())
+        other.close()
+
+    produce(s, "in", keyed(16, 2))
+    first, _ = make(s)
+    drive([first], lambda: first.metrics["records_processed"] == 32 and not first.commit())
+    first.close()
+    another_member_moves_the_log_on()
+    soon, _ = make(s, clock=Later(3600))
+    try:
+        drive([soon], lambda: all_running(soon))
+        assert not any(t.restore.cold for t in soon.tasks.values())
+    finally:
+        soon.close()
+    another_member_moves_the_log_on()
+    for partition in range(4):  # what a replay cannot delete: its tombstone is gone
+        db = Rdict(str(s.data_dir / "counter" / str(partition)), Options(raw_mode=True))
+        db[b"count/deleted-long-ago"] = b"7"
+        db.close()
+    later, _ = make(s, clock=Later(30 * 86_400))
+    try:
+        drive([later], lambda: all_running(later))
+        moved = [t for t in later.tasks.values() if t.restore.cold]
+        assert moved  # every partition the other member wrote to
+        for task in later.tasks.values():
+            if not task.restore.cold:  # a partition whose log did not move is still current
+                assert task.restore.records == 0
+            assert (task.require_store().get(b"count/deleted-long-ago") is None) == (task in moved)
+        produce(s, "in", keyed(16, 1))
+        drive([later], lambda: later.metrics["records_processed"] == 16 and not later.commit())
+        assert_exactly_once(s, {f"k{k:03d}".encode(): 5 for k in range(16)})
+    finally:
+        later.close()
 
 
 def test_poison_goes_to_rejected_and_punctuate_sees_this_cycles_writes(
