@@ -4,7 +4,8 @@ Python collects its youngest generation every 700 net allocations and the older 
 100 times more rarely. A processor allocates and frees a few hundred objects per run, most
 of them freed by reference counting, so at those defaults a dispatcher or a scheduler spent
 8-17 % of its CPU in collections, and each full one (every few seconds under load, over every
-cached plan and spec) stopped the process for 20-70 ms (docs/performance.md, session 13).
+cached plan and spec) stopped the process for 20-70 ms (docs/performance-history.md,
+session 13).
 """
 
 from __future__ import annotations

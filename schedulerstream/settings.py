@@ -43,7 +43,8 @@ class Settings(BaseSettings):
     tick_ms: int = Field(default=50, ge=1, le=100)
     # emitted this early, runs wait in the dispatchers: longer than a scheduler takeover (2-3 s),
     # and half a second off a whole one: runs due at whole seconds (cron's) are emitted between
-    # two instants, not during the dispatchers' sends of another (docs/performance.md)
+    # two instants, not during the dispatchers' sends of another (docs/performance-history.md,
+    # session 24)
     lookahead_ms: int = Field(default=3500, ge=0, le=10_000)
     misfire_grace_ms: int = Field(default=60_000, ge=0)
     burst_lead_ms: int = Field(default=10_000, ge=0, le=60_000)
@@ -52,7 +53,7 @@ class Settings(BaseSettings):
     commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)
-    # failure detection: a member silent this long leaves the group (docs/operations.md)
+    # failure detection: a member silent this long leaves the group (README.md, "Failover")
     session_timeout_ms: int = Field(default=2000, ge=1000)
     num_standby_replicas: int = Field(default=1, ge=0)  # warm copies of each partition
     group_protocol: str = "consumer"
