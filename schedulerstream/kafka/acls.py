@@ -60,7 +60,9 @@ def _processor(
     group = f"{settings.topic_prefix}{name}"
     return [
         *_topics(inputs, "Read"),
-        *_topics([changelog], "Read", "Write"),
+        # DescribeConfigs: a restore reads the changelog's delete.retention.ms (a store older
+        # than its tombstones is rebuilt cold, runtime/changelog.py)
+        *_topics([changelog], "Read", "Write", "DescribeConfigs"),
         *_topics([*outputs, settings.topics.rejected], "Write"),
         Need(GROUP, LITERAL, group, "Read"),
         Need(GROUP, LITERAL, group, "AlterConfigs"),

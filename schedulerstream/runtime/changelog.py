@@ -55,17 +55,27 @@ class Changelog:
     tombstones_ms: int  # delete.retention.ms: how long the broker keeps a deletion
 
 
+KAFKA_TOMBSTONES_MS = 86_400_000  # Kafka's default delete.retention.ms
+
+
 def describe(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) -> Changelog:
-    """The changelog topic's id and tombstone retention, from the cluster."""
+    """The changelog topic's id and tombstone retention, from the cluster. A retention that
+    cannot be read (DescribeConfigs refused, a broker that does not say) is taken as Kafka's
+    default, with a warning."""
     admin = AdminClient(admin_config)
-    resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
         description = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout_s)
-        configs = admin.describe_configs([resource], request_timeout=timeout_s)
-        entry = configs[resource].result(timeout_s)["delete.retention.ms"]
-        tombstones_ms = int(entry.value)
     except Exception as exc:
         raise StateError(f"changelog topic {topic} cannot be described: {exc}") from exc
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=timeout_s)
+        tombstones_ms = int(configs[resource].result(timeout_s)["delete.retention.ms"].value)
+    except Exception as exc:
+        log.warning("cannot read delete.retention.ms of %s (%s; `schedulerstream acls apply` "
+                    "grants DescribeConfigs): taking Kafka's default, %d ms",
+                    topic, exc, KAFKA_TOMBSTONES_MS)  # fmt: skip
+        tombstones_ms = KAFKA_TOMBSTONES_MS
     return Changelog(topic, str(description.topic_id), tombstones_ms)
 
 
@@ -75,9 +85,12 @@ class Restorer:
     Warm restore: a store whose metadata matches the changelog replays from its stored
     offset + 1. A store that does not match (other topic or topic id, missing or corrupt
     offset, offset outside the log) is wiped and restored cold from the log start, and so is
-    a stale one: last written more than half the changelog's tombstone retention ago while
-    the log moved on. Compaction drops a deletion's tombstone after that retention, so a
-    replay from an older offset would keep a key deleted since (a deleted job would fire).
+    a stale one: last current more than half the changelog's tombstone retention ago, with
+    records written to the log since. Compaction may drop a deletion's tombstone after that
+    retention, so a replay from an older offset could keep a key deleted since (a deleted
+    job would fire). A store is current when its owner commits, and when a replay catches
+    up; a cold replay counts from when it began (a value it read was in the log then, so
+    that key's later tombstone was not yet cleaned), a warm one keeps the time it had.
     """
 
     def __init__(
@@ -132,7 +145,8 @@ class Restorer:
         cold = offset is None or offset == NO_OFFSET
         written = store.written_us()
         age_us = 0 if written is None else self._clock.now_us() - written
-        stale = age_us > self._stale_after_us and start < end
+        # the log's last record is a commit marker: one more offset moved nothing
+        stale = age_us > self._stale_after_us and end > start + 1
         if store.source() != source or offset is None or start > end or start < low or stale:
             if not store.is_empty():
                 log.warning(
@@ -142,7 +156,7 @@ class Restorer:
                 )  # fmt: skip
                 store = store.wipe()
                 task.store = store
-            store.set_source(source)
+            store.set_source(source, self._clock.now_us())
             start, cold = low, True
         task.committed_changelog_offset = start - 1
         task.pending_changelog_offset = start - 1
@@ -191,8 +205,9 @@ class Restorer:
             touched[task.partition] = task
         for task in touched.values():
             store = task.require_store()
+            current = self._clock.now_us() if self._caught_up(task) else None
             try:
-                store.flush(task.restore_position - 1, self._clock.now_us())
+                store.flush(task.restore_position - 1, current)
             except Exception as exc:  # the disk is full, for instance: replay these later
                 store.discard()
                 raise StoreWriteFailed(store.path, exc) from exc

@@ -21,7 +21,7 @@ from schedulerstream.errors import StateError, StateTooLarge
 META_PREFIX = b"meta/changelog-"
 OFFSET_KEY = b"meta/changelog-offset"
 SOURCE_KEY = b"meta/changelog-source"
-WRITTEN_KEY = b"meta/changelog-written"  # when a flush last wrote the store (µs)
+WRITTEN_KEY = b"meta/changelog-written"  # when the store was last current (µs)
 NO_OFFSET = -1
 _OFFSET = struct.Struct(">q")
 
@@ -313,8 +313,8 @@ class RocksStore:
         self._undo = None
 
     def flush(self, changelog_offset: int, written_us: int | None = None) -> None:
-        """Write the overlay and ``changelog_offset`` (and ``written_us``, the writer's clock)
-        in one WriteBatch, then drop the overlay."""
+        """Write the overlay and ``changelog_offset`` (and ``written_us``: the store is current
+        at that instant) in one WriteBatch, then drop the overlay."""
         batch = WriteBatch(raw_mode=True)
         for key, (value, _logged) in self._overlay.items():
             if value is None:
@@ -345,14 +345,17 @@ class RocksStore:
         return offset if offset >= NO_OFFSET else None
 
     def written_us(self) -> int | None:
-        """When a flush last wrote the store (µs); None if unknown (never recorded, or
-        unreadable)."""
+        """When the store was last known to be current (µs, see ``Restorer``); None when it
+        was never recorded (a store of an older version); 0, as old as can be, when the
+        record is unreadable."""
         try:
             raw = self._db.get(WRITTEN_KEY)
         except Exception:
+            return 0
+        if raw is None:
             return None
-        if raw is None or len(raw) != _OFFSET.size:
-            return None
+        if len(raw) != _OFFSET.size:
+            return 0
         written: int = _OFFSET.unpack(raw)[0]
         return written
 
@@ -364,11 +367,13 @@ class RocksStore:
             return None  # unreadable: does not match, restored cold
         return value
 
-    def set_source(self, source: bytes) -> None:
-        """Record the changelog this store caches (with a NO_OFFSET position)."""
+    def set_source(self, source: bytes, written_us: int) -> None:
+        """Record the changelog this store caches (with a NO_OFFSET position), from
+        ``written_us`` on."""
         batch = WriteBatch(raw_mode=True)
         batch.put(SOURCE_KEY, source)
         batch.put(OFFSET_KEY, _OFFSET.pack(NO_OFFSET))
+        batch.put(WRITTEN_KEY, _OFFSET.pack(written_us))
         try:
             self._db.write(batch)
         except Exception as exc:

@@ -63,6 +63,7 @@ def test_a_processor_reads_its_inputs_and_writes_its_outputs_and_nothing_else(
         settings.topic("rejected"),
         *extra_writes,
     }
+    assert _topics(needs, "DescribeConfigs") == {topology.changelog_topic}  # its tombstones
     group = f"acme.{topology.name}"
     assert acls.Need(acls.GROUP, acls.LITERAL, group, "Read") in needs
     assert acls.Need(acls.TRANSACTIONAL_ID, acls.PREFIXED, f"{group}-", "Write") in needs

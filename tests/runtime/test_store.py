@@ -121,8 +121,30 @@ def test_meta_keys_are_reserved(store: RocksStore) -> None:
 
 def test_offset_missing_or_corrupt(store: RocksStore) -> None:
     assert store.changelog_offset() is None
-    store.set_source(b"src")
+    store.set_source(b"src", 5)
     assert store.changelog_offset() == NO_OFFSET and store.source() == b"src"
+
+
+def test_when_the_store_was_current_is_kept_with_its_offset(tmp_path: Path) -> None:
+    """A store of an older version never recorded it (None: trusted as before); a flush
+    without a time keeps the last one; an unreadable record is as old as can be."""
+    store = RocksStore.open(tmp_path / "db")
+    store.put(b"k", b"v")
+    store.flush(1)
+    assert store.written_us() is None
+    store.set_source(b"src", 100)
+    store.flush(2, 250)
+    store.flush(3)  # a replay not yet caught up
+    store.close()
+    store = RocksStore.open(tmp_path / "db")
+    assert store.written_us() == 250 and store.changelog_offset() == 3
+    store.close()
+    db = Rdict(str(tmp_path / "db"), Options(raw_mode=True))
+    db[b"meta/changelog-written"] = b"\x01"
+    db.close()
+    store = RocksStore.open(tmp_path / "db")
+    assert store.written_us() == 0
+    store.close()
 
 
 def test_corrupt_store_is_wiped_on_open(tmp_path: Path) -> None:
