@@ -27,9 +27,8 @@ def create_topics(settings: Settings) -> None:
     admin = AdminClient(clients.base_config(settings))
     p = settings.partitions
     topics = [NewTopic(settings.topic(n), p, 1) for n in ("in", "in-b", "out", "rejected")]
-    topics.append(
-        NewTopic(settings.topic("counter-changelog"), p, 1, config={"cleanup.policy": "compact"})
-    )
+    changelog = {"cleanup.policy": "compact", "delete.retention.ms": "86400000"}  # 1 d
+    topics.append(NewTopic(settings.topic("counter-changelog"), p, 1, config=changelog))
     for future in admin.create_topics(topics).values():
         future.result()
 
@@ -54,10 +53,14 @@ def read_all(settings: Settings, topic: str, committed: bool = True) -> list[Any
     name = settings.topic(topic)
     consumer = Consumer(clients.restore_consumer_config(settings, "rt-reader", committed=committed))
     tps = [TopicPartition(name, p, 0) for p in range(settings.partitions)]
+    # the high watermark, not the stable offset: just after a commit the stable offset can
+    # still be 0, and a partition whose records that transaction wrote would be skipped
+    watcher = Consumer(clients.restore_consumer_config(settings, "rt-reader", committed=False))
     ends = {}
     for tp in tps:
-        _, high = clients.watermarks(consumer, tp)
+        _, high = clients.watermarks(watcher, tp)
         ends[tp.partition] = high
+    watcher.close()
     consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
     out: list[Any] = []
     pending = {p for p, e in ends.items() if e > 0}
