@@ -103,7 +103,7 @@ def workload(codec: Codec, records: int, instant_us: int) -> list[Workload]:
             "RunTriggered",
             {"run_id": run_id, "tenant": "big", "job_id": f"j{i}", "scheduled_at_us": instant_us,
              "not_before_us": instant_us, "emitted_at_us": instant_us, "trigger": "scheduled",
-             "payload_json": None, "job_version": job.version, "job_definition": definition,
+             "payload_json": None, "job_version": job.version, "job_definition": b"",
              "dispatch_spec_json": dispatch_spec_json(record)},
         )  # fmt: skip
         found.append(Workload(job.key.encode(), before.encode(codec), after.encode(codec),

@@ -347,6 +347,9 @@ class DispatchLogic:
         text = rec.get("dispatch_spec_json")
         if text is not None:
             return self.specs.read_json(text)
+        if not rec["job_definition"]:
+            raise ValueError(f"run {rec['run_id']!r} carries neither a dispatch spec nor the "
+                             "job's definition")  # fmt: skip
         run_key = f"{rec['tenant']}/{rec['job_id']}"
         job_key, spec = self.specs.read(rec["job_definition"], run_key, rec["job_version"])
         if job_key != run_key:

@@ -478,8 +478,7 @@ class SchedulerLogic:
     def _run_record(self, plan: JobPlan, e: Emission, now_us: int) -> bytes:
         if self.records is not None and e.payload_json == plan.payload_json:
             return self.records.run(
-                e.run_id, plan.run_parts, plan.definition, e.scheduled_at_us, e.not_before_us,
-                now_us, e.trigger,
+                e.run_id, plan.run_parts, e.scheduled_at_us, e.not_before_us, now_us, e.trigger,
             )  # fmt: skip
         return self.codec.encode(
             "RunTriggered",
@@ -493,7 +492,7 @@ class SchedulerLogic:
                 "trigger": e.trigger,
                 "payload_json": e.payload_json,
                 "job_version": plan.version,
-                "job_definition": plan.definition,
+                "job_definition": b"",  # the spec below is what the dispatcher reads
                 "dispatch_spec_json": plan.dispatch_spec_json,
             },
         )

@@ -22,7 +22,8 @@ JOB_TICK_BYTES = 16 << 20  # of run records, one job in one tick
 
 @dataclass(frozen=True, slots=True)
 class JobPlan:
-    """The fields of a job definition the timer loop reads, plus its encoded bytes."""
+    """The fields of a job definition the timer loop reads, plus its encoded bytes (the
+    state keeps them; its runs carry ``dispatch_spec_json`` instead)."""
 
     key: str
     tenant: str
@@ -35,14 +36,14 @@ class JobPlan:
     max_runs: int | None
     payload_json: str | None
     definition: bytes
+    run_parts: RunParts  # records.run_parts of this job
+    dispatch_spec_json: str
     lead_us: int = 0
-    run_parts: RunParts = (b"", b"", b"")  # records.run_parts of this job
-    dispatch_spec_json: str | None = None
 
     def runs_per_tick(self, cap: int) -> int:
         """At most ``cap`` runs, and no more than ``JOB_TICK_BYTES`` of them, a tick (a job of
         large payloads catching up emits in many ticks, not one huge transaction)."""
-        size = len(self.definition) + len(self.payload_json or "") + 256
+        size = len(self.payload_json or "") + len(self.dispatch_spec_json or "") + 256
         return max(1, min(cap, JOB_TICK_BYTES // size))
 
     def jitter_of(self, run_id: str) -> int:
@@ -114,7 +115,7 @@ def build_plan(
         payload_json=record["payload_json"],
         definition=definition,
         lead_us=lead_for(schedule, sparse_us, burst_lead_us) if burst_lead_us else 0,
-        run_parts=run_parts(tenant, job_id, record["payload_json"], version, definition, spec),
+        run_parts=run_parts(tenant, job_id, record["payload_json"], version, spec),
         dispatch_spec_json=spec,
     )
 

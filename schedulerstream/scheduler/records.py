@@ -26,6 +26,7 @@ from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 
 _NULL = b"\x00"
 _EMPTY = b"\x00"  # an empty array (a zero block count)
+_NO_DEFINITION = b"\x00"  # empty bytes (a zero length)
 RunParts = tuple[bytes, bytes, bytes]  # see run_parts
 
 
@@ -34,13 +35,13 @@ def _optional(n: int | None) -> bytes:
 
 
 def run_parts(tenant: str, job_id: str, payload_json: str | None, version: int,
-              definition: bytes, spec_json: str | None) -> RunParts:  # fmt: skip
+              spec_json: str) -> RunParts:  # fmt: skip
     """A job's constant parts of its run records: the fields after the run id, those after
-    the trigger up to the definition's bytes (which follow), and its dispatch spec."""
+    the trigger (an empty definition: the run carries its dispatch spec instead), and the
+    spec."""
     head = string_bytes(tenant) + string_bytes(job_id)
     payload = _NULL if payload_json is None else b"\x02" + string_bytes(payload_json)
-    spec = _NULL if spec_json is None else b"\x02" + string_bytes(spec_json)
-    return head, payload + long_bytes(version) + long_bytes(len(definition)), spec
+    return head, payload + long_bytes(version) + _NO_DEFINITION, b"\x02" + string_bytes(spec_json)
 
 
 class FastRecords:
@@ -62,8 +63,8 @@ class FastRecords:
             return None
 
     def run(
-        self, run_id: str, parts: RunParts, definition: bytes,
-        scheduled_at_us: int, not_before_us: int, emitted_at_us: int, trigger: str,
+        self, run_id: str, parts: RunParts, scheduled_at_us: int, not_before_us: int,
+        emitted_at_us: int, trigger: str,
     ) -> bytes:  # fmt: skip
         """A RunTriggered record of the job whose ``run_parts`` are ``parts``."""
         encoded = self._triggers.get(trigger)
@@ -72,7 +73,7 @@ class FastRecords:
         return b"".join((
             self.run_header, string_bytes(run_id), parts[0], instant_bytes(scheduled_at_us),
             instant_bytes(not_before_us), instant_bytes(emitted_at_us), encoded, parts[1],
-            definition, parts[2],
+            parts[2],
         ))  # fmt: skip
 
     def job(self, state: JobState) -> bytes:
@@ -135,13 +136,13 @@ class FastRecords:
             "run_id": "t/j@20240101T000000Z", "tenant": "t", "job_id": "j",
             "scheduled_at_us": 1 << 52, "not_before_us": -1, "emitted_at_us": 63,
             "trigger": "scheduled", "payload_json": '{"a": "é"}', "job_version": 1 << 60,
-            "job_definition": b"\x01" * 200, "dispatch_spec_json": '["é",1.5]',
+            "job_definition": b"", "dispatch_spec_json": '["é",1.5]',
         }  # fmt: skip
         parts = run_parts("t", "j", record["payload_json"], record["job_version"],
-                          record["job_definition"], record["dispatch_spec_json"])  # fmt: skip
-        fast = self.run(record["run_id"], parts, record["job_definition"],
-                        record["scheduled_at_us"], record["not_before_us"],
-                        record["emitted_at_us"], record["trigger"])  # fmt: skip
+                          record["dispatch_spec_json"])  # fmt: skip
+        fast = self.run(record["run_id"], parts, record["scheduled_at_us"],
+                        record["not_before_us"], record["emitted_at_us"],
+                        record["trigger"])  # fmt: skip
         return fast == self.codec.encode("RunTriggered", record)
 
 

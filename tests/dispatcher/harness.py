@@ -53,7 +53,8 @@ def run_triggered(
     carried: bool = True,
     **extra: Any,
 ) -> bytes:
-    """A run as the scheduler writes it: with its dispatch spec unless not ``carried``."""
+    """A run as the scheduler writes it: its dispatch spec and an empty definition, or (not
+    ``carried``) as an older scheduler did: the definition alone."""
     instant = at + n * SECOND
     snapshot = definition(tenant, job_id, version, **extra)
     spec = dispatch_spec_json(CODEC.decode_as("JobDefinition", snapshot)) if carried else None
@@ -69,7 +70,7 @@ def run_triggered(
             "trigger": "scheduled",
             "payload_json": json.dumps({"n": n}),
             "job_version": version,
-            "job_definition": snapshot,
+            "job_definition": b"" if carried else snapshot,
             "dispatch_spec_json": spec,
         },
     )

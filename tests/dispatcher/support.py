@@ -52,7 +52,7 @@ def run_value(
             "trigger": "scheduled",
             "payload_json": json.dumps({"job": definition.job_id}),
             "job_version": definition.version or 0,
-            "job_definition": CODEC.encode("JobDefinition", snapshot),
+            "job_definition": b"",
             "dispatch_spec_json": dispatch_spec_json(snapshot),
         },
     )

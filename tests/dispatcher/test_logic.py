@@ -566,6 +566,20 @@ def test_a_run_carrying_a_bad_spec_is_refused_naming_it_and_another_tenant_runs(
     assert h.logic.load(h.store, run_id(tenant="evil")) is None
 
 
+def test_a_run_with_neither_spec_nor_definition_is_refused_naming_it_and_another_runs() -> None:
+    from .harness import CODEC
+
+    h = Harness()
+    record = CODEC.decode(run_triggered(tenant="evil"))[1]
+    assert record["job_definition"] == b""  # as the scheduler writes it
+    record["dispatch_spec_json"] = None
+    with pytest.raises(ValueError, match="neither a dispatch spec nor the job's definition"):
+        h.run(CODEC.encode("RunTriggered", record))
+    h.run(run_triggered(tenant="acme"))
+    assert [s.tenant for s in h.tick()] == ["acme"]
+    assert h.logic.load(h.store, run_id(tenant="evil")) is None
+
+
 def test_the_carried_spec_is_what_a_run_is_dispatched_with() -> None:
     from .harness import CODEC
 

@@ -442,9 +442,11 @@ def test_each_run_carries_its_versions_dispatch_spec() -> None:
     h.tick_until(us("2025-01-06T10:02:00Z"))
     runs = h.out.runs()
     assert [r["job_version"] for r in runs] == [1, 2]
-    for r in runs:
-        snapshot = CODEC.decode_as("JobDefinition", r["job_definition"])
+    versions = [definition(1, timeout=5), definition(2, timeout=9, overlap_policy="forbid")]
+    for r, raw in zip(runs, versions, strict=True):
+        snapshot = CODEC.decode_as("JobDefinition", raw)
         assert spec_of_json(r["dispatch_spec_json"]) == spec_of_definition(snapshot)
+        assert r["job_definition"] == b""  # the spec is what the dispatcher reads
     assert [spec_of_json(r["dispatch_spec_json"]).timeout for r in runs] == [5.0, 9.0]
 
 
