@@ -92,7 +92,8 @@ def run_values(
             "run_id": scheduled_run_id(job.key, at), "tenant": job.tenant,
             "job_id": job.job_id, "scheduled_at_us": at, "not_before_us": at,
             "emitted_at_us": at, "trigger": "scheduled", "payload_json": json.dumps({"i": n}),
-            "job_version": 1, "job_definition": codec.encode("JobDefinition", definition),
+            "job_version": 1,
+            "job_definition": b"" if carried else codec.encode("JobDefinition", definition),
             "dispatch_spec_json": dispatch_spec_json(definition) if carried else None,
         }  # fmt: skip
         values.append(codec.encode("RunTriggered", record))

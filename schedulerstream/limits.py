@@ -1,7 +1,7 @@
 """Record-size limits: what one job may hold so that every record derived from it fits.
 
 A job's definition is copied into the records the pipeline writes for each of its runs: the
-``RunTriggered`` on cron.runs (the definition and the payload again), the dispatcher's run
+``RunTriggered`` on cron.runs (the payload and the dispatch spec), the dispatcher's run
 record on its changelog (the payload as an escaped JSON string, the target and retry as
 JSON), the envelope a target receives and the attempt events. A record the broker refuses
 would fail the transaction it is in, so a job whose derived records could exceed
@@ -33,10 +33,10 @@ class RecordLimits:
         """An upper bound of the largest record the pipeline writes for one run of a job
         whose encoded definition and payload JSON have these sizes."""
         rest = max(0, definition_bytes - payload_bytes)  # target, schedule, retry, ids
-        run_triggered = definition_bytes + payload_bytes
-        # a JSON string of ASCII JSON text is at most twice as long; the rest as JSON, 2x Avro
-        run_record = 2 * payload_bytes + 2 * rest
-        return max(run_triggered, run_record) + FIXED_OVERHEAD
+        # the dispatcher's run record, the largest (a RunTriggered holds the payload and the
+        # spec once): a JSON string of ASCII JSON text is at most twice as long; the rest as
+        # JSON, 2x Avro
+        return 2 * payload_bytes + 2 * rest + FIXED_OVERHEAD
 
     def check_job(self, job_key: str, definition: bytes, record: Mapping[str, Any]) -> None:
         """``check`` for an encoded definition and its Avro record. A paused reason does not

@@ -18,6 +18,7 @@ from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.spec import schedule_of
 
 JOB_TICK_BYTES = 16 << 20  # of run records, one job in one tick
+RUN_FIXED_BYTES = 1024  # a run record beside its job's parts: header, ids, instants, trigger
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class JobPlan:
     def runs_per_tick(self, cap: int) -> int:
         """At most ``cap`` runs, and no more than ``JOB_TICK_BYTES`` of them, a tick (a job of
         large payloads catching up emits in many ticks, not one huge transaction)."""
-        size = len(self.payload_json or "") + len(self.dispatch_spec_json or "") + 256
+        size = sum(map(len, self.run_parts)) + RUN_FIXED_BYTES
         return max(1, min(cap, JOB_TICK_BYTES // size))
 
     def jitter_of(self, run_id: str) -> int:

@@ -208,6 +208,9 @@ def test_trigger_now_works_while_paused_and_is_idempotent() -> None:
         ("acme/j1@manual-r-1", "manual", '{"p":1}'),
         ("acme/j1@manual-r-2", "manual", '{"o": 2}'),
     ]
+    # both encoders (the job's own payload, another one) write the spec and no definition
+    assert runs[0]["dispatch_spec_json"] == runs[1]["dispatch_spec_json"] is not None
+    assert runs[0]["job_definition"] == runs[1]["job_definition"] == b""
     assert h.logic.counters.duplicate_requests == 1
 
 

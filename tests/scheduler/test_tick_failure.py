@@ -65,7 +65,7 @@ def test_a_job_whose_tick_raises_is_quarantined_and_the_others_fire_on(tmp_path:
 
 
 def test_a_job_of_large_payloads_catching_up_emits_a_bounded_share_each_tick() -> None:
-    """An hour of a 1-s job's runs, 200 KB each, would be one 720 MB tick; 16 MiB a tick
+    """An hour of a 1-s job's runs, 100 KB each, would be one 360 MB tick; 16 MiB a tick
     emits them over many ticks, every one of them."""
     h = Harness()
     h.now = us("2025-01-06T10:00:00.5Z")
