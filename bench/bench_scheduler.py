@@ -15,7 +15,9 @@ Progress goes to stderr; the last stdout line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import random
 import re
 import sys
 import time
@@ -50,15 +52,25 @@ SECOND = 1_000_000
 RUNNING = re.compile(r"^(\S+ \S+) INFO .*task (\d+) running: restored (\d+) records \((\w+)\)")
 
 
-def jobs_for(tenant: str, count: int, interval_s: int, phase_s: int) -> list[JobDefinition]:
+def jobs_for(
+    tenant: str, count: int, interval_s: int, phase_s: int, payload_bytes: int = 0
+) -> list[JobDefinition]:
+    """Kafka-target jobs; with ``payload_bytes``, each carries that much base64 text of its
+    own random bytes (lz4 cannot shrink it much, as with real payloads)."""
     return [
         JobDefinition.model_validate(
             {"tenant": tenant, "job_id": f"j{i}",
              "schedule": {"every": interval_s, "phase": phase_s},
-             "target": {"type": "kafka", "topic": "bench.out"}}
+             "target": {"type": "kafka", "topic": "bench.out"},
+             **({"payload": {"data": _noise(f"{tenant}{i}", payload_bytes)}}
+                if payload_bytes else {})}
         )
         for i in range(count)
     ]  # fmt: skip
+
+
+def _noise(seed: str, size: int) -> str:
+    return base64.b64encode(random.Random(seed).randbytes(size * 3 // 4)).decode()
 
 
 def publish(settings: Settings, jobs: list[JobDefinition], chunk: int = 20_000) -> None:
@@ -134,7 +146,7 @@ def watch_burst(
 
 def burst(
     base: Settings, big: int, small: int, log_dir: Path, burst_lead_ms: int,
-    profile_s: float = 0.0, processes: int = 1,
+    profile_s: float = 0.0, processes: int = 1, payload_bytes: int = 0,
 ) -> tuple[dict[str, Any], Settings, ProcessorProcess]:  # fmt: skip
     """One tenant's ``big`` jobs and another's ``small`` due at one instant, emitted by
     ``processes`` members of the group (1 or 2; the first is returned running, the second is
@@ -161,7 +173,9 @@ def burst(
     phase = instant // SECOND % interval
     progress(f"publishing {big} + {small} jobs due at {_hms(instant)}")
     t0 = time.monotonic()
-    jobs = jobs_for("big", big, interval, phase) + jobs_for("small", small, interval, phase)
+    jobs = jobs_for("big", big, interval, phase, payload_bytes) + jobs_for(
+        "small", small, interval, phase, payload_bytes
+    )
     publish(settings, jobs)
     produce_s = time.monotonic() - t0
     ingest_s = wait_ingested(settings, timeout=margin_s)
@@ -267,6 +281,18 @@ def state_and_restore(
     return result
 
 
+def payload_bursts(
+    base: Settings, big: int, small: int, log_dir: Path, payload_bytes: int
+) -> dict[str, Any]:
+    """The burst without its lead (the raw emission rate) of jobs carrying ``payload_bytes``.
+    The passthrough carries no payload, so no ratio."""
+    progress(f"burst of jobs with {payload_bytes}-byte payloads, without the burst lead")
+    result, _, proc = burst(base, big, small, log_dir, burst_lead_ms=0,
+                            payload_bytes=payload_bytes)  # fmt: skip
+    proc.stop()
+    return {"payload_bytes": payload_bytes, **result}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -275,10 +301,16 @@ def main() -> None:
     parser.add_argument(
         "--skip-nolead", action="store_true", help="only the default (burst lead) burst run"
     )
+    parser.add_argument(
+        "--payload-bytes", type=int, default=0, help="each job's payload; then only its burst"
+    )
     args = parser.parse_args()
     base = bench_broker()
     log_dir = Path(base.data_dir).parent / "logs" / time.strftime("%Y%m%dT%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
+    if args.payload_bytes:
+        print(json.dumps(payload_bursts(base, args.jobs, args.small, log_dir, args.payload_bytes)))
+        return
     records = args.passthrough_records or args.jobs
     progress(f"passthrough baseline: {records} records")
     raw = passthrough_best(lambda: fresh(base, apply=False), records)
