@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_passthrough import measure_best as passthrough_best
 from bench.common import (
     bench_broker,
+    cpu_seconds,
     dir_bytes,
     fresh,
     log_bytes,
@@ -187,7 +188,11 @@ def burst(
     spy, profile_path = None, log_dir / f"scheduler-burst-{burst_lead_ms}.profile"
     if profile_s and proc.process is not None:
         spy = start_profile(proc.process.pid, (instant - now) / 1e6 + profile_s, profile_path)
+    # the first member's CPU from just before the burst's runs are due for emission
+    opens_s = (instant - (burst_lead_ms + settings.lookahead_ms + 1000) * 1000) / 1e6
+    cpu_from = _cpu_at(proc, opens_s)
     seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600)
+    cpu_s = _cpu_at(proc, 0.0) - cpu_from
     for member in members[1:]:
         member.stop()
     profile = None
@@ -208,6 +213,7 @@ def burst(
             "emit_lateness_p50_ms": round(percentile(late_ms, 50), 1),
             "emit_lateness_p99_ms": round(percentile(late_ms, 99), 1),
             "burst_small_tenant_p99_ms": round(percentile(small_ms, 99), 1),
+            "cpu_us_per_run": round(cpu_s / len(seen) * 1e6, 1) if seen else None,
             "publish_jobs_per_s": round((big + small) / produce_s),
             "ingest_jobs_per_s": round((big + small) / (produce_s + ingest_s)),
             **({"profile": profile} if profile is not None else {}),
@@ -279,6 +285,12 @@ def state_and_restore(
     result["takeover_session_timeout_ms"] = settings.session_timeout_ms
     other.stop()
     return result
+
+
+def _cpu_at(proc: ProcessorProcess, unix_s: float) -> float:
+    """``proc``'s CPU seconds once the wall clock reaches ``unix_s`` (0: now)."""
+    time.sleep(max(0.0, unix_s - time.time()))  # a point in time, not a wait for a condition
+    return cpu_seconds(proc.process.pid) if proc.process is not None else 0.0
 
 
 def payload_bursts(
