@@ -21,11 +21,12 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka import clients
@@ -123,13 +124,18 @@ def log_times(proc: ProcessorProcess) -> list[tuple[float, int, int, str]]:
 
 
 def watch_burst(
-    settings: Settings, instant_us: int, expected: int, timeout: float
-) -> list[tuple[str, int, int]]:
-    """(tenant, emitted_at_us, arrival_us) of the runs of ``instant_us``, read_committed."""
+    settings: Settings, instant_us: int, expected: int, timeout: float,
+    ready: Callable[[], object] = lambda: None,
+) -> list[tuple[str, int, int]]:  # fmt: skip
+    """(tenant, emitted_at_us, arrival_us) of the runs of ``instant_us``, read_committed, from
+    the ends of ``runs`` as they are when it is called (``ready`` runs once they are fixed)."""
     consumer = Consumer(clients.consumer_config(settings, f"{settings.topic_prefix}bench-watch"))
     topic = settings.topic("runs")
     meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in meta.partitions])
+    ends = [(p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            for p in meta.partitions]  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, end) for p, end in ends])
+    ready()
     codec = default_codec()
     seen: list[tuple[str, int, int]] = []
     deadline = time.monotonic() + timeout
@@ -182,17 +188,18 @@ def burst(
     ingest_s = wait_ingested(settings, timeout=margin_s)
     progress(f"published in {produce_s:.1f}s, ingested {ingest_s:.1f}s after")
     now = time.time_ns() // 1000
-    if instant - now < (burst_lead_ms + 2000) * 1000:
+    # the CPU window opens 1 s before the runs' emission does (lead + lookahead ahead)
+    opens_s = (instant - (burst_lead_ms + settings.lookahead_ms + 1000) * 1000) / 1e6
+    if opens_s - 1 < now / 1e6:
         raise RuntimeError("ingest took too long: the burst began before all jobs were loaded")
     progress(f"waiting for the burst at {_hms(instant)}")
     spy, profile_path = None, log_dir / f"scheduler-burst-{burst_lead_ms}.profile"
     if profile_s and proc.process is not None:
         spy = start_profile(proc.process.pid, (instant - now) / 1e6 + profile_s, profile_path)
-    # the first member's CPU from just before the burst's runs are due for emission
-    opens_s = (instant - (burst_lead_ms + settings.lookahead_ms + 1000) * 1000) / 1e6
-    cpu_from = _cpu_at(proc, opens_s)
-    seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600)
-    cpu_s = _cpu_at(proc, 0.0) - cpu_from
+    cpu: list[float] = []  # the first member's, from ``opens_s`` to the last run read
+    seen = watch_burst(settings, instant, big + small, timeout=(instant - now) / 1e6 + 600,
+                       ready=lambda: cpu.append(_cpu_at(proc, opens_s)))  # fmt: skip
+    cpu.append(_cpu_at(proc, 0.0))
     for member in members[1:]:
         member.stop()
     profile = None
@@ -213,7 +220,7 @@ def burst(
             "emit_lateness_p50_ms": round(percentile(late_ms, 50), 1),
             "emit_lateness_p99_ms": round(percentile(late_ms, 99), 1),
             "burst_small_tenant_p99_ms": round(percentile(small_ms, 99), 1),
-            "cpu_us_per_run": round(cpu_s / len(seen) * 1e6, 1) if seen else None,
+            "cpu_us_per_run": _per_run_us(cpu, len(seen)) if processes == 1 else None,
             "publish_jobs_per_s": round((big + small) / produce_s),
             "ingest_jobs_per_s": round((big + small) / (produce_s + ingest_s)),
             **({"profile": profile} if profile is not None else {}),
@@ -285,6 +292,12 @@ def state_and_restore(
     result["takeover_session_timeout_ms"] = settings.session_timeout_ms
     other.stop()
     return result
+
+
+def _per_run_us(cpu: list[float], runs: int) -> float | None:
+    """CPU µs a run between two readings; None when none ran or the process was gone."""
+    used = cpu[1] - cpu[0]
+    return round(used / runs * 1e6, 1) if runs and min(cpu) > 0 and used > 0 else None
 
 
 def _cpu_at(proc: ProcessorProcess, unix_s: float) -> float:
