@@ -7,7 +7,13 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from schedulerstream.codec import default_codec
 from schedulerstream.ids import scheduled_run_id
@@ -36,6 +42,16 @@ def set_topic_config(settings: Settings, name: str, **config: str) -> None:
     admin = AdminClient(base_config(settings))
     resource = ConfigResource(ConfigResource.Type.TOPIC, name, set_config=config)
     for future in admin.alter_configs([resource]).values():
+        future.result(30)
+
+
+def set_max_message_bytes(settings: Settings, name: str, size: int) -> None:
+    """Change this one config of topic ``name`` (``set_topic_config`` resets the others)."""
+    admin = AdminClient(base_config(settings))
+    entry = ConfigEntry("max.message.bytes", str(size),
+                        incremental_operation=AlterConfigOpType.SET)  # fmt: skip
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
 
 

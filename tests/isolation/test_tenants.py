@@ -38,6 +38,7 @@ from tests.isolation.helpers import (
     kafka_deliveries,
     kafka_lateness,
     p99,
+    set_max_message_bytes,
 )
 from tests.support.runs import read_events
 from tests.targets.procs import ElasticMQ
@@ -196,12 +197,14 @@ def test_a_run_record_the_broker_refuses_quarantines_its_job_alone(
     topo: Settings, procs: SpawnFault
 ) -> None:
     """A scheduler configured for larger records than its runs topic takes (settings of
-    2 MB, the topic's 1 MiB): a job written straight to cron.schedules passes the scheduler's
-    own limits, but the broker refuses its run record. The transaction aborts once; the
-    replay records the run as missed with the broker's reason and pauses the job with it;
-    every other job's runs are emitted and delivered on time, once."""
+    2 MB, the topic's 500 kB): a job written straight to cron.schedules (1 MiB) passes the
+    scheduler's own limits, but the broker refuses its run record (the payload, as in the
+    job). The transaction aborts once; the replay records the run as missed with the
+    broker's reason and pauses the job with it; every other job's runs are emitted and
+    delivered on time, once."""
     out = topo.topic("stream-out")
     create_topic(topo, out)
+    set_max_message_bytes(topo, topo.topic("runs"), 500_000)
     roomy = {"max_record_bytes": 2_000_000, "max_payload_bytes": 700_000}
     disp = procs("dispatcher", "d")
     sched = procs("scheduler", "s", **roomy)
