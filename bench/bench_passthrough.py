@@ -51,7 +51,7 @@ from schedulerstream.model import JobDefinition
 from schedulerstream.runtime import Processor, TaskContext, Topology
 from schedulerstream.scheduler.keys import job_store_key
 from schedulerstream.scheduler.plan import dispatch_spec_json
-from schedulerstream.scheduler.state import JobState
+from schedulerstream.scheduler.state import JobState, definition_ref
 from schedulerstream.settings import Settings, load_settings
 
 HOUR_US = 3_600_000_000
@@ -93,7 +93,9 @@ def workload(codec: Codec, records: int, instant_us: int) -> list[Workload]:
         ).with_version(version + i)  # fmt: skip
         record = job.to_avro()
         definition = codec.encode("JobDefinition", record)
-        before = JobState(job.version or 0, definition, False, instant_us - HOUR_US)
+        # as the scheduler keeps it: the definition under its own key, a reference here
+        before = JobState(job.version or 0, definition_ref(definition), False,
+                          instant_us - HOUR_US)  # fmt: skip
         before.next_fire_us = before.next_not_before_us = before.next_emit_us = instant_us
         after = before.copy()
         after.fired_through_us, after.runs_emitted = instant_us, 1

@@ -1,6 +1,9 @@
 """Store key layout of a scheduler task.
 
-- ``job/{job key}`` → SchedulerJob (changelogged)
+- ``job/{job key}`` → SchedulerJob (changelogged), rewritten at every emission; its
+  ``definition`` holds a reference to ``def/{job key}`` (``definition_ref``), or, written by
+  an earlier version, the definition itself
+- ``def/{job key}`` → the job's JobDefinition (changelogged), written when a mutation sets it
 - ``due/{not_before: 8-byte big-endian µs}{hash: 4 bytes}{job key}`` → b"" (derived timer index;
   the hash interleaves tenants within one instant so chunked scans stay fair)
 - ``bf/{job key}`` → b"" (derived: jobs with an active backfill)
@@ -14,6 +17,7 @@ import struct
 import zlib
 
 JOB_PREFIX = b"job/"
+DEF_PREFIX = b"def/"
 DUE_PREFIX = b"due/"
 BACKFILL_PREFIX = b"bf/"
 BACKFILL_END = b"bf0"  # the first key after every bf/ key
@@ -24,6 +28,10 @@ _OFFSET = 1 << 63  # makes signed instants sort as unsigned bytes
 
 def job_store_key(job_key: str) -> bytes:
     return JOB_PREFIX + job_key.encode()
+
+
+def def_store_key(job_key: str) -> bytes:
+    return DEF_PREFIX + job_key.encode()
 
 
 def job_key_of(store_key: bytes) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schedulerstream.codec import Codec
-from schedulerstream.errors import DependencyDown, StateError
+from schedulerstream.errors import CodecError, DependencyDown, StateError
 from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
 from schedulerstream.ingest import (
     RejectedRecord,
@@ -28,7 +28,13 @@ from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.pause_notice import paused_notice
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.records import FastRecords
-from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
+from schedulerstream.scheduler.state import (
+    BackfillCursor,
+    JobState,
+    PendingRun,
+    definition_ref,
+    is_ref,
+)
 from schedulerstream.scheduler.timers import (
     Emission,
     Missed,
@@ -142,18 +148,48 @@ class SchedulerLogic:
             return JobState.decode(self.codec, data)
         return self.records.read_job(data)
 
-    def plan_of(self, job_key: str, state: JobState) -> JobPlan:
-        return self.plans.get(job_key, state.version, state.definition)
+    def plan_of(self, store: Store, job_key: str, state: JobState) -> JobPlan:
+        definition = state.definition
+        if is_ref(definition):
+            plan = self.plans.cached(job_key, state.version, definition)
+            if plan is not None:
+                return plan
+            definition = self._stored_definition(store, job_key, definition)
+        return self.plans.get(job_key, state.version, definition)
+
+    def definition_of(self, store: Store, job_key: str, state: JobState) -> bytes:
+        """``state``'s JobDefinition bytes (read from ``def/`` when it holds a reference)."""
+        if is_ref(state.definition):
+            return self._stored_definition(store, job_key, state.definition)
+        return state.definition
+
+    @staticmethod
+    def _stored_definition(store: Store, job_key: str, ref: bytes) -> bytes:
+        """The definition under ``def/``; CodecError (this job's alone) when it is missing or
+        is not the one ``ref`` refers to."""
+        data = store.get(keys.def_store_key(job_key))
+        if data is None:
+            raise CodecError(f"job {job_key!r}: its definition is missing from the state")
+        if definition_ref(data) != ref:
+            raise CodecError(f"job {job_key!r}: the stored definition is not the one its state "
+                             "refers to")  # fmt: skip
+        return data
 
     def save(
         self, store: Store, job_key: str, old: JobState | None, new: JobState | None,
         old_due_key: bytes | None = None,
     ) -> None:  # fmt: skip
         """Write the job record (logged) and keep the derived indexes in step
-        (``old_due_key``: ``old``'s due key, when the caller has it at hand)."""
+        (``old_due_key``: ``old``'s due key, when the caller has it at hand). A definition
+        ``new`` carries goes under its own key, logged once, and ``new`` keeps a reference to
+        it, so an emission rewrites only the timer state (not the payload and target)."""
         if new is None:
             store.delete(keys.job_store_key(job_key))
+            store.delete(keys.def_store_key(job_key))
         else:
+            if not is_ref(new.definition):
+                store.put(keys.def_store_key(job_key), new.definition)
+                new.definition = definition_ref(new.definition)
             value = new.encode(self.codec) if self.records is None else self.records.job(new)
             store.put(keys.job_store_key(job_key), value)
         self._reindex(store, job_key, old, new, old_due_key)
@@ -188,6 +224,12 @@ class SchedulerLogic:
 
     def restore_record(self, store: Store, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record during restore, rebuilding the derived indexes."""
+        if key.startswith(keys.DEF_PREFIX):
+            if value is None:
+                store.delete(key, logged=False)
+            else:
+                store.put(key, value, logged=False)
+            return
         if not key.startswith(keys.JOB_PREFIX):
             return
         job_key = keys.job_key_of(key)
@@ -216,7 +258,7 @@ class SchedulerLogic:
             job_key = job_key_from_record_key(key)
             old = self.load(store, job_key)
             if old is not None:
-                last = self._emit_due(store, out, partition, job_key, old, now_us)
+                last = self._settle(store, out, partition, job_key, old, now_us)
                 revoking = last.copy()
                 self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
                 self.save(store, job_key, last, None)
@@ -229,9 +271,7 @@ class SchedulerLogic:
         if old is not None and job.version <= old.version:
             self.counters.stale_versions += 1
             return
-        current = (
-            None if old is None else self._emit_due(store, out, partition, job_key, old, now_us)
-        )
+        current = None if old is None else self._settle(store, out, partition, job_key, old, now_us)
         if current is not None:
             state = current.copy()
             reason = "job paused" if job.paused else "job updated"
@@ -272,7 +312,7 @@ class SchedulerLogic:
         if not state.remember_request(fields["request_id"]):
             self.counters.duplicate_requests += 1
             return
-        plan = self.plan_of(job_key, state)
+        plan = self.plan_of(store, job_key, state)
         if kind == "TriggerNow":
             run_id = manual_run_id(job_key, fields["request_id"])
             payload = (
@@ -294,6 +334,17 @@ class SchedulerLogic:
         self.save(store, job_key, old, state)
         self._quarantine_jobs(store, out, partition, now_us)
 
+    def _settle(self, store: Store, out: Output, partition: int, job_key: str, old: JobState,
+                now_us: int) -> JobState:  # fmt: skip
+        """``old`` after emitting what is due of it, before a new version replaces it. A
+        version whose definition cannot be read emits nothing: the new one is its fix."""
+        try:
+            return self._emit_due(store, out, partition, job_key, old, now_us)
+        except CodecError as exc:
+            log.warning("job %s: version %d is replaced without emitting what was due: %s",
+                        job_key, old.version, exc)  # fmt: skip
+            return old
+
     def _pause_job(
         self, store: Store, out: Output, partition: int, job_key: str, fields: dict[str, Any],
         now_us: int,
@@ -306,7 +357,8 @@ class SchedulerLogic:
         if old is None or old.version != fields["job_version"] or old.paused:
             self.counters.pauses_ignored += 1
             return
-        record = self.codec.decode_as("JobDefinition", old.definition)
+        definition = self.definition_of(store, job_key, old)
+        record = self.codec.decode_as("JobDefinition", definition)
         record.update(version=old.version + 1, paused=True, paused_reason=fields["reason"])
         value = self.codec.encode("JobDefinition", record)
         out.produce(self.topics.schedules, job_key.encode(), value, partition)
@@ -414,7 +466,7 @@ class SchedulerLogic:
         """Emit what is due for one job; return its new state (``state`` is left untouched;
         ``due_key``: its due key, when the caller has it)."""
         new = state.copy()
-        plan = self.plan_of(job_key, new)
+        plan = self.plan_of(store, job_key, new)
         result = advance(new, plan, now_us, self.timers, _next_after)
         for emission in result.emissions:
             self._emit(out, partition, plan, emission, now_us)
@@ -433,7 +485,7 @@ class SchedulerLogic:
             store.delete(keys.backfill_key(job_key), logged=False)
             return False
         state = old.copy()
-        plan = self.plan_of(job_key, state)
+        plan = self.plan_of(store, job_key, state)
         cursor = state.backfills[0]
         for _ in range(plan.runs_per_tick(self.backfill_chunk)):
             instant = _next_after(plan.schedule, cursor.next_after_us)
@@ -530,7 +582,7 @@ class SchedulerLogic:
         paused_reason = f"quarantined: {reason}"
         if len(paused_reason) > MAX_PAUSED_REASON:
             paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
-        record = self.codec.decode_as("JobDefinition", old.definition)
+        record = self.codec.decode_as("JobDefinition", self.definition_of(store, job_key, old))
         record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
         value = self.codec.encode("JobDefinition", record)
         pause_origin = f"{job_key}#pause"

@@ -12,6 +12,7 @@ from typing import Any
 from schedulerstream.dispatch_spec import spec_of_definition
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.scheduler.records import RunParts, run_parts
+from schedulerstream.scheduler.state import definition_ref
 from schedulerstream.timing import Schedule
 from schedulerstream.timing.at import AtSchedule
 from schedulerstream.timing.every import EverySchedule
@@ -40,6 +41,7 @@ class JobPlan:
     run_parts: RunParts  # records.run_parts of this job
     dispatch_spec_json: str
     lead_us: int = 0
+    ref: bytes = b""  # state.definition_ref(definition)
 
     def runs_per_tick(self, cap: int) -> int:
         """At most ``cap`` runs, and no more than ``JOB_TICK_BYTES`` of them, a tick (a job of
@@ -118,6 +120,7 @@ def build_plan(
         lead_us=lead_for(schedule, sparse_us, burst_lead_us) if burst_lead_us else 0,
         run_parts=run_parts(tenant, job_id, record["payload_json"], version, spec),
         dispatch_spec_json=spec,
+        ref=definition_ref(definition),
     )
 
 
@@ -153,4 +156,13 @@ class PlanCache:
         self._plans[cache_key] = plan
         if len(self._plans) > self._maxsize:
             self._plans.popitem(last=False)
+        return plan
+
+    def cached(self, job_key: str, version: int, ref: bytes) -> JobPlan | None:
+        """The plan of the definition ``ref`` refers to, if this cache holds it."""
+        cache_key = (job_key, version)
+        plan = self._plans.get(cache_key)
+        if plan is None or plan.ref != ref:
+            return None
+        self._plans.move_to_end(cache_key)
         return plan

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from schedulerstream.codec import Codec
 
 RECENT_REQUESTS = 64
+REF_MARK = b"#"  # a definition reference; a definition starts with Avro's marker, C3 01
+
+
+def definition_ref(definition: bytes) -> bytes:
+    """What a job record holds in place of ``definition``, kept under its own key: the mark
+    and an 8-byte digest (the plan cache and the stored definition are checked against it)."""
+    return REF_MARK + hashlib.blake2b(definition, digest_size=8).digest()
+
+
+def is_ref(definition: bytes) -> bool:
+    return definition[:1] == REF_MARK
 
 
 @dataclass(slots=True)
@@ -30,6 +42,10 @@ class BackfillCursor:
 
 @dataclass(slots=True)
 class JobState:
+    """One job's timer state. ``definition`` is a ``definition_ref`` once saved (the
+    definition is under ``def/``), the definition itself when a mutation just set it or a
+    record of an earlier version held it."""
+
     version: int
     definition: bytes
     paused: bool
