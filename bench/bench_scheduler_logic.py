@@ -37,8 +37,9 @@ from schedulerstream.limits import RecordLimits
 from schedulerstream.model import JobDefinition
 from schedulerstream.publish import JobEncoder
 from schedulerstream.runtime.store import RocksStore
-from schedulerstream.scheduler.logic import SchedulerLogic, Topics
+from schedulerstream.scheduler.logic import SchedulerLogic
 from schedulerstream.scheduler.timers import TimerSettings
+from schedulerstream.scheduler.writer import Topics
 
 HOUR_US = 3_600_000_000
 T0 = 1_700_000_000_000_000 // HOUR_US * HOUR_US  # a whole hour: every job is due at T0 + 1 h
@@ -137,7 +138,7 @@ def ingest_seconds(records: list[tuple[bytes, bytes]], workdir: Path) -> float:
 
 def store_seconds(jobs: int, workdir: Path) -> float:
     store = RocksStore.open(workdir / "store")
-    value = b"x" * 260  # about a job record
+    value = b"x" * 60  # about a job record (its definition is under def/, not rewritten)
     for i in range(jobs):
         store.put(b"job/%d" % i, value)
         store.put(b"due/%016x/%d" % (0, i), b"", logged=False)

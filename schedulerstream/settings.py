@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     burst_min_interval_ms: int = Field(default=60_000, ge=1000)
     due_batch: int = Field(default=5000, ge=1)
     commit_interval_ms: int = Field(default=100, ge=1, le=60_000)
+    # each job's definition inside its job record, as schedulers before the def/ key wrote
+    # it (they read no reference): set for the first rolling restart of an upgrade from them,
+    # then unset for a second (README.md, "Upgrading")
+    scheduler_inline_definitions: bool = False
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)
     # failure detection: a member silent this long leaves the group (README.md, "Failover")

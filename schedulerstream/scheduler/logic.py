@@ -1,17 +1,16 @@
 """The scheduler's state machine for one partition: mutations, commands, and the timer tick.
 
-It works on a store (job records changelogged; the ``due/`` and ``bf/`` indexes derived) and
-an output that produces into the current transaction. No Kafka consumer code lives here.
+It works on a store, through ``JobRecords`` (job states and definitions changelogged; the
+``due/`` and ``bf/`` indexes derived), and an output that produces into the current
+transaction. No Kafka consumer code lives here.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, DependencyDown, StateError
@@ -25,16 +24,10 @@ from schedulerstream.ingest import (
 from schedulerstream.limits import RecordLimits
 from schedulerstream.model import MAX_PAUSED_REASON
 from schedulerstream.scheduler import keys
+from schedulerstream.scheduler.jobs import JobRecords, Store
 from schedulerstream.scheduler.pause_notice import paused_notice
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
-from schedulerstream.scheduler.records import FastRecords
-from schedulerstream.scheduler.state import (
-    BackfillCursor,
-    JobState,
-    PendingRun,
-    definition_ref,
-    is_ref,
-)
+from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 from schedulerstream.scheduler.timers import (
     Emission,
     Missed,
@@ -43,45 +36,14 @@ from schedulerstream.scheduler.timers import (
     revoke_pending,
     schedule_next,
 )
+from schedulerstream.scheduler.writer import Output, RecordWriter, Topics
 from schedulerstream.timing import Schedule
 
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
 
 
-class Store(Protocol):
-    """The part of a task's state store the scheduler uses."""
-
-    def get(self, key: bytes) -> bytes | None: ...
-
-    def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None: ...
-
-    def delete(self, key: bytes, *, logged: bool = True) -> None: ...
-
-    def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]: ...
-
-
-class Output(Protocol):
-    """Produces into the current transaction; ``failed`` tells of a job whose record the
-    broker refused in an aborted transaction (this is its replay)."""
-
-    def produce(
-        self, topic: str, key: bytes, value: bytes | None, partition: int,
-        origin: str | None = None,
-    ) -> None: ...  # fmt: skip
-
-    def failed(self, origin: str) -> str | None: ...
-
-
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    runs: str
-    attempts: str
-    rejected: str
-    schedules: str  # the scheduler writes a PauseJob's paused version here
 
 
 @dataclass
@@ -103,9 +65,9 @@ class SchedulerLogic:
     def __init__(
         self, codec: Codec, topics: Topics, timers: TimerSettings, instance: str,
         due_batch: int = 5000, backfill_chunk: int = 1000, limits: RecordLimits | None = None,
+        inline_definitions: bool = False,
     ) -> None:  # fmt: skip
         self.codec = codec
-        self.records = FastRecords.for_codec(codec)  # None: encode with the codec
         self.limits = limits or RecordLimits()
         self.topics = topics
         self.timers = timers
@@ -118,11 +80,10 @@ class SchedulerLogic:
             sparse_us=timers.sparse_interval_us,
             burst_lead_us=timers.burst_lead_us,
         )
+        self.jobs = JobRecords(codec, self.plans, inline_definitions=inline_definitions)
+        self.writer = RecordWriter(codec, topics, instance, self.jobs.records)
         self.counters = Counters()
         self._latest_us: dict[int, int] = {}  # per partition: the latest "now" seen
-        # per store: no due key is below this one. The timer scan starts here, not at the
-        # prefix start, where the due keys already emitted lie deleted until compaction.
-        self._due_floor: weakref.WeakKeyDictionary[Store, bytes] = weakref.WeakKeyDictionary()
         # per partition: jobs whose run could not be written, paused when the input is done
         self._to_quarantine: dict[int, dict[str, str]] = {}
         # jobs whose tick and quarantine both raised: left out of ticks until a new version
@@ -138,113 +99,6 @@ class SchedulerLogic:
         self._latest_us[partition] = latest
         return latest
 
-    # -- state ------------------------------------------------------------------------------
-    def load(self, store: Store, job_key: str) -> JobState | None:
-        data = store.get(keys.job_store_key(job_key))
-        return None if data is None else self.decode_state(data)
-
-    def decode_state(self, data: bytes) -> JobState:
-        if self.records is None:
-            return JobState.decode(self.codec, data)
-        return self.records.read_job(data)
-
-    def plan_of(self, store: Store, job_key: str, state: JobState) -> JobPlan:
-        definition = state.definition
-        if is_ref(definition):
-            plan = self.plans.cached(job_key, state.version, definition)
-            if plan is not None:
-                return plan
-            definition = self._stored_definition(store, job_key, definition)
-        return self.plans.get(job_key, state.version, definition)
-
-    def definition_of(self, store: Store, job_key: str, state: JobState) -> bytes:
-        """``state``'s JobDefinition bytes (read from ``def/`` when it holds a reference)."""
-        if is_ref(state.definition):
-            return self._stored_definition(store, job_key, state.definition)
-        return state.definition
-
-    @staticmethod
-    def _stored_definition(store: Store, job_key: str, ref: bytes) -> bytes:
-        """The definition under ``def/``; CodecError (this job's alone) when it is missing or
-        is not the one ``ref`` refers to."""
-        data = store.get(keys.def_store_key(job_key))
-        if data is None:
-            raise CodecError(f"job {job_key!r}: its definition is missing from the state")
-        if definition_ref(data) != ref:
-            raise CodecError(f"job {job_key!r}: the stored definition is not the one its state "
-                             "refers to")  # fmt: skip
-        return data
-
-    def save(
-        self, store: Store, job_key: str, old: JobState | None, new: JobState | None,
-        old_due_key: bytes | None = None,
-    ) -> None:  # fmt: skip
-        """Write the job record (logged) and keep the derived indexes in step
-        (``old_due_key``: ``old``'s due key, when the caller has it at hand). A definition
-        ``new`` carries goes under its own key, logged once, and ``new`` keeps a reference to
-        it, so an emission rewrites only the timer state (not the payload and target)."""
-        if new is None:
-            store.delete(keys.job_store_key(job_key))
-            store.delete(keys.def_store_key(job_key))
-        else:
-            if not is_ref(new.definition):
-                store.put(keys.def_store_key(job_key), new.definition)
-                new.definition = definition_ref(new.definition)
-            value = new.encode(self.codec) if self.records is None else self.records.job(new)
-            store.put(keys.job_store_key(job_key), value)
-        self._reindex(store, job_key, old, new, old_due_key)
-
-    def _reindex(
-        self, store: Store, job_key: str, old: JobState | None, new: JobState | None,
-        old_due_key: bytes | None = None,
-    ) -> None:  # fmt: skip
-        old_due = None if old is None else old.next_emit_us
-        new_due = None if new is None else new.next_emit_us
-        if old_due != new_due:
-            if old_due is not None:
-                if old_due_key is None:
-                    old_due_key = keys.due_key(old_due, job_key)
-                store.delete(old_due_key, logged=False)
-            if new_due is not None:
-                due_key = (
-                    keys.due_key(new_due, job_key)
-                    if old_due_key is None
-                    else keys.moved_due_key(old_due_key, new_due)
-                )
-                store.put(due_key, b"", logged=False)
-                floor = self._due_floor.get(store)
-                if floor is not None and due_key < floor:
-                    self._due_floor[store] = due_key
-        had = bool(old and old.backfills)
-        has = bool(new and new.backfills)
-        if had and not has:
-            store.delete(keys.backfill_key(job_key), logged=False)
-        elif has and not had:
-            store.put(keys.backfill_key(job_key), b"", logged=False)
-
-    def restore_record(self, store: Store, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record during restore, rebuilding the derived indexes."""
-        if key.startswith(keys.DEF_PREFIX):
-            if value is None:
-                store.delete(key, logged=False)
-            else:
-                store.put(key, value, logged=False)
-            return
-        if not key.startswith(keys.JOB_PREFIX):
-            return
-        job_key = keys.job_key_of(key)
-        old = self.load(store, job_key)
-        new = None if value is None else self.decode_state(value)
-        if value is None:
-            store.delete(key, logged=False)
-        else:
-            store.put(key, value, logged=False)
-        self._reindex(store, job_key, old, new)
-
-    def forget_due_floor(self, store: Store) -> None:
-        """``store`` was restored or rebuilt: scan its timers from the first due key again."""
-        self._due_floor.pop(store, None)
-
     # -- inputs -----------------------------------------------------------------------------
     def on_schedule(
         self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
@@ -256,18 +110,18 @@ class SchedulerLogic:
             self._broken[partition].discard(job_key_from_record_key(key))
         if value is None:
             job_key = job_key_from_record_key(key)
-            old = self.load(store, job_key)
+            old = self.jobs.load(store, job_key)
             if old is not None:
                 last = self._settle(store, out, partition, job_key, old, now_us)
                 revoking = last.copy()
                 self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
-                self.save(store, job_key, last, None)
+                self.jobs.save(store, job_key, last, None)
             return
         upsert = decode_schedule(self.codec, key, value, timestamp_us, self.limits)
         job = upsert.job
         assert job.version is not None
         job_key = job.key
-        old = self.load(store, job_key)
+        old = self.jobs.load(store, job_key)
         if old is not None and job.version <= old.version:
             self.counters.stale_versions += 1
             return
@@ -287,9 +141,9 @@ class SchedulerLogic:
         schedule_next(state, plan, _next_after)
         if current is None and state.next_fire_us is None:
             reason = "the job has no instant after it was created (an 'at' or end_at in the past?)"
-            self._attempt(out, partition, f"{job_key}@never", plan.tenant, plan.job_id, "missed",
-                          now_us, None, reason, 0)  # fmt: skip
-        self.save(store, job_key, current, state)
+            self.writer.attempt(out, partition, f"{job_key}@never", plan.tenant, plan.job_id,
+                                "missed", now_us, None, reason, 0)  # fmt: skip
+        self.jobs.save(store, job_key, current, state)
         self._quarantine_jobs(store, out, partition, now_us)
 
     def on_command(
@@ -305,14 +159,14 @@ class SchedulerLogic:
         if kind == "PauseJob":
             self._pause_job(store, out, partition, job_key, fields, now_us)
             return
-        old = self.load(store, job_key)
+        old = self.jobs.load(store, job_key)
         if old is None:
             raise RejectedRecord(f"{kind} for unknown job {job_key!r}")
         state = old.copy()
         if not state.remember_request(fields["request_id"]):
             self.counters.duplicate_requests += 1
             return
-        plan = self.plan_of(store, job_key, state)
+        plan = self.jobs.plan_of(store, job_key, state)
         if kind == "TriggerNow":
             run_id = manual_run_id(job_key, fields["request_id"])
             payload = (
@@ -331,7 +185,7 @@ class SchedulerLogic:
                         fields["request_id"], fields["start_us"] - 1, end, fields["rerun"]
                     )
                 )
-        self.save(store, job_key, old, state)
+        self.jobs.save(store, job_key, old, state)
         self._quarantine_jobs(store, out, partition, now_us)
 
     def _settle(self, store: Store, out: Output, partition: int, job_key: str, old: JobState,
@@ -339,11 +193,12 @@ class SchedulerLogic:
         """``old`` after emitting what is due of it, before a new version replaces it. A
         version whose definition cannot be read emits nothing: the new one is its fix."""
         try:
-            return self._emit_due(store, out, partition, job_key, old, now_us)
+            self.jobs.plan_of(store, job_key, old)
         except CodecError as exc:
             log.warning("job %s: version %d is replaced without emitting what was due: %s",
                         job_key, old.version, exc)  # fmt: skip
             return old
+        return self._emit_due(store, out, partition, job_key, old, now_us)
 
     def _pause_job(
         self, store: Store, out: Output, partition: int, job_key: str, fields: dict[str, Any],
@@ -353,11 +208,11 @@ class SchedulerLogic:
         ``job_version + 1`` (paused, with the reason) to cron.schedules and apply it here in the
         same transaction. A deleted job, a newer version (a user's fix, a resume: µs versions
         win) or a job already paused (a duplicate) leaves everything as it is."""
-        old = self.load(store, job_key)
+        old = self.jobs.load(store, job_key)
         if old is None or old.version != fields["job_version"] or old.paused:
             self.counters.pauses_ignored += 1
             return
-        definition = self.definition_of(store, job_key, old)
+        definition = self.jobs.definition_of(store, job_key, old)
         record = self.codec.decode_as("JobDefinition", definition)
         record.update(version=old.version + 1, paused=True, paused_reason=fields["reason"])
         value = self.codec.encode("JobDefinition", record)
@@ -382,8 +237,8 @@ class SchedulerLogic:
         if reason is None and len(value) + len(notice_id) > self.limits.max_record_bytes:
             reason = f"its run record is {len(value):,} bytes, over the limit"
         if reason is not None:
-            self._attempt(out, partition, notice_id, tenant, job_id, "missed", now_us, now_us,
-                          f"notification not emitted: {reason}", 1)  # fmt: skip
+            self.writer.attempt(out, partition, notice_id, tenant, job_id, "missed", now_us,
+                                now_us, f"notification not emitted: {reason}", 1)  # fmt: skip
             return
         out.produce(self.topics.runs, notice_id.encode(), value, partition, origin=notice_id)
         self.counters.by_trigger["notification"] = (
@@ -393,12 +248,12 @@ class SchedulerLogic:
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
         """Emit due runs and backfill chunks; True if work was left for the next tick."""
-        floor = self._due_floor.get(store, keys.DUE_PREFIX)
+        floor = self.jobs.due_floor.get(store, keys.DUE_PREFIX)
         try:
             return self._tick(store, out, partition, now_us, floor)
         except BaseException:
             # the runtime undoes the tick's store changes: the due keys it read are due again
-            self._due_floor[store] = floor
+            self.jobs.due_floor[store] = floor
             raise
 
     def _tick(self, store: Store, out: Output, partition: int, now_us: int, floor: bytes) -> bool:
@@ -407,12 +262,12 @@ class SchedulerLogic:
         due = [k for k, _ in _take(store.range(floor, upper), self.due_batch)]
         more = len(due) >= self.due_batch
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
-        self._due_floor[store] = due[-1] if more else upper
+        self.jobs.due_floor[store] = due[-1] if more else upper
         emitted = self.emitted_bytes
         broken = self._broken.get(partition, ())
         for n, due_key in enumerate(due):
             if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
-                self._due_floor[store] = due_key
+                self.jobs.due_floor[store] = due_key
                 more = True
                 due = due[:n]
                 break
@@ -420,7 +275,7 @@ class SchedulerLogic:
             if job_key in broken:
                 continue
             try:
-                state = self.load(store, job_key)
+                state = self.jobs.load(store, job_key)
                 if state is None:
                     store.delete(due_key, logged=False)
                     continue
@@ -431,8 +286,8 @@ class SchedulerLogic:
             except Exception as exc:
                 self._failed_job(partition, job_key, exc)
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
-        if kept is not None and kept < self._due_floor[store]:
-            self._due_floor[store] = kept
+        if kept is not None and kept < self.jobs.due_floor[store]:
+            self.jobs.due_floor[store] = kept
         if store.get(keys.BACKFILL_END) is None:
             store.put(keys.BACKFILL_END, b"", logged=False)
         for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END)):
@@ -466,26 +321,26 @@ class SchedulerLogic:
         """Emit what is due for one job; return its new state (``state`` is left untouched;
         ``due_key``: its due key, when the caller has it)."""
         new = state.copy()
-        plan = self.plan_of(store, job_key, new)
+        plan = self.jobs.plan_of(store, job_key, new)
         result = advance(new, plan, now_us, self.timers, _next_after)
         for emission in result.emissions:
             self._emit(out, partition, plan, emission, now_us)
         for missed in result.missed:
             self._missed(out, partition, plan, missed, now_us)
         if result.emissions or result.missed or _indexed(state) != _indexed(new):
-            self.save(store, job_key, state, new, due_key)
+            self.jobs.save(store, job_key, state, new, due_key)
             return new
         return state
 
     def _backfill_chunk(
         self, store: Store, out: Output, partition: int, job_key: str, now_us: int
     ) -> bool:
-        old = self.load(store, job_key)
+        old = self.jobs.load(store, job_key)
         if old is None or not old.backfills:
             store.delete(keys.backfill_key(job_key), logged=False)
             return False
         state = old.copy()
-        plan = self.plan_of(store, job_key, state)
+        plan = self.jobs.plan_of(store, job_key, state)
         cursor = state.backfills[0]
         for _ in range(plan.runs_per_tick(self.backfill_chunk)):
             instant = _next_after(plan.schedule, cursor.next_after_us)
@@ -506,7 +361,7 @@ class SchedulerLogic:
             )
             cursor.next_after_us = instant
             cursor.emitted += 1
-        self.save(store, job_key, old, state)
+        self.jobs.save(store, job_key, old, state)
         return bool(state.backfills)
 
     # -- outputs ----------------------------------------------------------------------------
@@ -515,7 +370,7 @@ class SchedulerLogic:
         if reason is not None:
             self._not_emitted(out, partition, plan, e, reason, now_us)
             return
-        value = self._run_record(plan, e, now_us)
+        value = self.writer.run_record(plan, e, now_us)
         if len(value) + len(e.run_id) > self.limits.max_record_bytes:
             reason = (
                 f"its run record is {len(value):,} bytes, over the limit of "
@@ -527,36 +382,14 @@ class SchedulerLogic:
         self.emitted_bytes += len(value)
         self.counters.by_trigger[e.trigger] = self.counters.by_trigger.get(e.trigger, 0) + 1
 
-    def _run_record(self, plan: JobPlan, e: Emission, now_us: int) -> bytes:
-        if self.records is not None and e.payload_json == plan.payload_json:
-            return self.records.run(
-                e.run_id, plan.run_parts, e.scheduled_at_us, e.not_before_us, now_us, e.trigger,
-            )  # fmt: skip
-        return self.codec.encode(
-            "RunTriggered",
-            {
-                "run_id": e.run_id,
-                "tenant": plan.tenant,
-                "job_id": plan.job_id,
-                "scheduled_at_us": e.scheduled_at_us,
-                "not_before_us": e.not_before_us,
-                "emitted_at_us": now_us,
-                "trigger": e.trigger,
-                "payload_json": e.payload_json,
-                "job_version": plan.version,
-                "job_definition": b"",  # the spec below is what the dispatcher reads
-                "dispatch_spec_json": plan.dispatch_spec_json,
-            },
-        )
-
     def _not_emitted(
         self, out: Output, partition: int, plan: JobPlan, e: Emission, reason: str, now_us: int
     ) -> None:
         """A run that cannot be written: a ``missed`` event with the reason, and its job is
         quarantined (paused) once the current input or tick is done."""
         job_key = f"{plan.tenant}/{plan.job_id}"
-        self._attempt(out, partition, e.run_id, plan.tenant, plan.job_id, "missed", now_us,
-                      e.scheduled_at_us, f"not emitted: {reason}", 1)  # fmt: skip
+        self.writer.attempt(out, partition, e.run_id, plan.tenant, plan.job_id, "missed", now_us,
+                            e.scheduled_at_us, f"not emitted: {reason}", 1)  # fmt: skip
         self._to_quarantine.setdefault(partition, {}).setdefault(job_key, reason)
 
     def _quarantine_jobs(self, store: Store, out: Output, partition: int, now_us: int) -> None:
@@ -573,16 +406,22 @@ class SchedulerLogic:
                 log.error("job %s cannot be quarantined either: this process's ticks leave it "
                           "out until its next version", job_key, exc_info=exc)  # fmt: skip
                 self._broken.setdefault(partition, set()).add(job_key)
+                tenant, job_id = job_key.split("/", 1)
+                stopped = (f"the job stopped: {reason}; it cannot be paused either "
+                           f"({type(exc).__name__}: {exc}): its runs resume with its next "
+                           "version")  # fmt: skip
+                self.writer.attempt(out, partition, f"{job_key}@stopped", tenant, job_id,
+                                    "missed", now_us, None, stopped[:1000], 0)  # fmt: skip
 
     def _quarantine_job(self, store: Store, out: Output, partition: int, job_key: str,
                         reason: str, now_us: int) -> None:  # fmt: skip
-        old = self.load(store, job_key)
+        old = self.jobs.load(store, job_key)
         if old is None or old.paused:
             return
         paused_reason = f"quarantined: {reason}"
         if len(paused_reason) > MAX_PAUSED_REASON:
             paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
-        record = self.codec.decode_as("JobDefinition", self.definition_of(store, job_key, old))
+        record = self.codec.decode_as("JobDefinition", self.jobs.definition_of(store, job_key, old))
         record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
         value = self.codec.encode("JobDefinition", record)
         pause_origin = f"{job_key}#pause"
@@ -594,7 +433,7 @@ class SchedulerLogic:
         state.version, state.definition, state.paused = old.version + 1, value, True
         plan = self.plans.get(job_key, state.version, value, record)
         schedule_next(state, plan, _next_after)
-        self.save(store, job_key, old, state)
+        self.jobs.save(store, job_key, old, state)
         self.counters.quarantined += 1
         self._notify_paused(out, partition, record, None, None, now_us)
 
@@ -603,44 +442,13 @@ class SchedulerLogic:
         version: int, reason: str,
     ) -> list[PendingRun]:  # fmt: skip
         revoked = revoke_pending(state, now_us)
-        tenant, job_id = job_key.split("/", 1)
-        for run in revoked:
-            value = self.codec.encode(
-                "RunRevoked",
-                {
-                    "run_id": run.run_id, "tenant": tenant, "job_id": job_id,
-                    "scheduled_at_us": run.scheduled_at_us, "revoked_at_us": now_us,
-                    "reason": reason, "job_version": version,
-                },
-            )  # fmt: skip
-            out.produce(self.topics.runs, run.run_id.encode(), value, partition)
-            self._attempt(out, partition, run.run_id, tenant, job_id, "revoked", now_us,
-                          run.scheduled_at_us, reason, 1)  # fmt: skip
+        self.writer.revoked(out, partition, job_key, revoked, now_us, version, reason)
         self.counters.runs_revoked += len(revoked)
         return revoked
 
     def _missed(self, out: Output, partition: int, plan: JobPlan, m: Missed, now_us: int) -> None:
-        bound = "at least " if m.approximate else ""
-        span = f"from {_iso(m.first_us)} to {_iso(m.last_us)}"
-        reason = f"{bound}{m.count} instant(s) {span} not run: {m.reason}"
-        self._attempt(out, partition, plan.run_id(m.last_us), plan.tenant, plan.job_id, "missed",
-                      now_us, m.last_us, reason, m.count)  # fmt: skip
+        self.writer.missed(out, partition, plan, m, now_us)
         self.counters.instants_missed += m.count
-
-    def _attempt(
-        self, out: Output, partition: int, run_id: str, tenant: str, job_id: str, kind: str,
-        now_us: int, scheduled_at_us: int | None, reason: str | None, count: int,
-    ) -> None:  # fmt: skip
-        value = self.codec.encode(
-            "AttemptEvent",
-            {
-                "run_id": run_id, "tenant": tenant, "job_id": job_id, "attempt": 0, "kind": kind,
-                "at_us": now_us, "scheduled_at_us": scheduled_at_us, "reason": reason,
-                "status_code": None, "retry_at_us": None, "duration_us": None, "count": count,
-                "instance": self.instance,
-            },
-        )  # fmt: skip
-        out.produce(self.topics.attempts, run_id.encode(), value, partition)
 
 
 def _next_after(schedule: Schedule, after_us: int) -> int | None:
@@ -660,7 +468,3 @@ def _take(items: Iterator[tuple[bytes, bytes]], limit: int) -> list[tuple[bytes,
         if len(taken) >= limit:
             break
     return taken
-
-
-def _iso(instant_us: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(instant_us // 1_000_000))

@@ -24,8 +24,8 @@ RUN_FIXED_BYTES = 1024  # a run record beside its job's parts: header, ids, inst
 
 @dataclass(frozen=True, slots=True)
 class JobPlan:
-    """The fields of a job definition the timer loop reads, plus its encoded bytes (the
-    state keeps them; its runs carry ``dispatch_spec_json`` instead)."""
+    """The fields of a job definition the timer loop reads, plus its encoded bytes (kept
+    under ``def/``; its runs carry ``dispatch_spec_json`` instead) and their ``ref``."""
 
     key: str
     tenant: str

@@ -13,8 +13,9 @@ from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
-from schedulerstream.scheduler.logic import SchedulerLogic, Topics
+from schedulerstream.scheduler.logic import SchedulerLogic
 from schedulerstream.scheduler.timers import TimerSettings
+from schedulerstream.scheduler.writer import Topics
 from schedulerstream.settings import Settings
 
 PUNCTUATE_BUDGET_S = 0.2
@@ -66,6 +67,7 @@ class SchedulerTopology(Topology):
             due_batch=settings.due_batch,
             backfill_chunk=settings.backfill_chunk,
             limits=settings.record_limits(),
+            inline_definitions=settings.scheduler_inline_definitions,
         )
         self.trigger_lateness = TriggerLateness(self.logic.codec, settings.topics.runs)
 
@@ -87,7 +89,7 @@ class SchedulerTopology(Topology):
                 self.schedules_topic)  # fmt: skip
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
-        self.logic.restore_record(store, key, value)
+        self.logic.jobs.restore_record(store, key, value)
 
     def process(self, ctx: TaskContext, message: Any) -> None:
         key: bytes | None = message.key()
@@ -114,4 +116,4 @@ class SchedulerTopology(Topology):
 
     def on_running(self, ctx: TaskContext) -> None:
         """The store was (re)built: the timer scan starts again from the first due key."""
-        self.logic.forget_due_floor(ctx.store)
+        self.logic.jobs.forget_due_floor(ctx.store)

@@ -10,8 +10,9 @@ from typing import Any
 
 from schedulerstream.codec import Codec
 from schedulerstream.model import JobDefinition
-from schedulerstream.scheduler.logic import SchedulerLogic, Topics
+from schedulerstream.scheduler.logic import SchedulerLogic
 from schedulerstream.scheduler.timers import TimerSettings
+from schedulerstream.scheduler.writer import Topics
 
 CODEC = Codec()
 TOPICS = Topics(runs="runs", attempts="attempts", rejected="rejected", schedules="schedules")

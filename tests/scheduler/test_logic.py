@@ -334,7 +334,7 @@ def test_json_value_without_version_uses_the_record_timestamp() -> None:
         b' "target": {"type": "kafka", "topic": "out"}}'
     )
     h.put(value, ts=T0 - 5)
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and state.version == T0 - 5
 
 
@@ -431,7 +431,7 @@ def test_a_job_due_below_the_floor_still_fires() -> None:
     h.tick_until(us("2025-01-06T10:00:34Z"))
     fired = [r.split("@")[1] for r in h.run_ids() if r.startswith("acme/fast@")]
     assert fired[:3] == ["20250106T100032Z", "20250106T100033Z", "20250106T100034Z"]
-    h.logic.forget_due_floor(h.store)
+    h.logic.jobs.forget_due_floor(h.store)
     h.tick_until(us("2025-01-06T10:00:36Z"))
     fired = [r.split("@")[1] for r in h.run_ids() if r.startswith("acme/fast@")]
     assert len(fired) == len(set(fired)) and "20250106T100040Z" in fired

@@ -47,7 +47,7 @@ def test_pause_writes_the_next_version_paused_with_the_reason_and_stops_the_runs
     )
     assert [r["run_id"] for r in h.out.revoked()] == ["acme/j1@20250106T100200Z"]
     assert h.out.revoked()[0]["reason"] == "job paused"
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and (state.version, state.paused) == (8, True)
     h.out.clear()
     h.tick_until(us("2025-01-06T10:10:00Z"), step_s=0.5)
@@ -71,7 +71,7 @@ def test_a_newer_version_wins_and_clears_the_pause() -> None:
     h.command(pause(7))
     fixed = definition(1_736_157_700_000_000, target={"type": "http", "url": "https://ok.test/"})
     h.put(fixed)
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and not state.paused
     h.tick_until(us("2025-01-06T10:02:00Z"))
     assert h.run_ids() == ["acme/j1@20250106T100100Z", "acme/j1@20250106T100200Z"]
@@ -111,7 +111,7 @@ def test_a_pause_for_a_deleted_or_unknown_job_is_ignored() -> None:
     h.put(None)
     h.command(pause(7))
     assert written(h) == [] and h.logic.counters.pauses_ignored == 2
-    assert h.logic.load(h.store, "acme/j1") is None
+    assert h.logic.jobs.load(h.store, "acme/j1") is None
 
 
 @pytest.mark.parametrize(
@@ -169,6 +169,6 @@ def test_a_job_at_the_size_limit_is_still_paused_by_the_system() -> None:
     h.put(value)
     h.command(pause(7, reason="x" * MAX_PAUSED_REASON))  # its reason does not fit beside it
     [(_, record, _)] = written(h)
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and (state.version, state.paused) == (8, True)
     assert record["paused_reason"] == "x" * MAX_PAUSED_REASON

@@ -77,5 +77,5 @@ def test_a_refused_notice_is_a_missed_event_and_the_pause_still_applies() -> Non
     assert (missed["run_id"], missed["reason"]) == (
         "acme/j1@v8!paused", "notification not emitted: TOPIC_AUTHORIZATION_FAILED",
     )  # fmt: skip
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and (state.version, state.paused) == (8, True)

@@ -73,9 +73,9 @@ def test_a_job_of_large_payloads_catching_up_emits_a_bounded_share_each_tick() -
     job = definition(1, schedule={"every": 1}, misfire_policy="catch_up",
                      catch_up_window=3600, payload=payload)  # fmt: skip
     h.put(job, ts=us("2025-01-06T09:00:00Z"))
-    state = h.logic.load(h.store, "acme/j1")
+    state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None
-    plan = h.logic.plan_of(h.store, "acme/j1", state)
+    plan = h.logic.jobs.plan_of(h.store, "acme/j1", state)
     per_tick = plan.runs_per_tick(10_000)
     assert 130 < per_tick < 200  # 16 MiB of ~100 KB run records (the payload once)
 
