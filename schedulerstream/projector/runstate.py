@@ -73,7 +73,8 @@ DEFAULT_ERRORS = {"timed_out": "timed out", "lease_expired": "worker lease expir
 FROM_EVENT_TIME, FROM_RUN_ID, FROM_ATTEMPT, FROM_RUNS_TOPIC = 0, 1, 2, 3
 _SUFFIX = re.compile(
     r"^(?:(?:(?P<instant>\d{8}T\d{6}Z)(?:~[A-Za-z0-9._:-]{1,128})?|manual-[A-Za-z0-9._:-]{1,128})"
-    r"(?:!dead_lettered)?|v\d{1,19}!paused)$"  # notifications (``notices``)
+    r"(?:!dead_lettered)?|v\d{1,19}!paused"  # notifications (``notices``)
+    r"|never|stopped)$"  # the scheduler's ``missed`` events about a job, not a run of it
 )
 
 

@@ -9,6 +9,7 @@ record.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Iterator
 from typing import Protocol
@@ -19,6 +20,8 @@ from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.records import FastRecords
 from schedulerstream.scheduler.state import JobState, definition_ref, is_ref
+
+log = logging.getLogger(__name__)
 
 
 class Store(Protocol):
@@ -37,8 +40,10 @@ class JobRecords:
     """Loads and saves job states and definitions; builds plans through ``plans``.
 
     ``inline_definitions``: save each definition inside its job record, as versions before
-    the ``def/`` key did (their schedulers read no reference): for the first rolling restart
-    of an upgrade from them (``SCHEDULERSTREAM_SCHEDULER_INLINE_DEFINITIONS``)."""
+    the ``def/`` key did (their schedulers read no reference), and rewrite so, chunk by chunk
+    (``inline_chunk``), the records that hold a reference: for a rolling restart beside such
+    versions, on an upgrade from them or before a downgrade to them
+    (``SCHEDULERSTREAM_SCHEDULER_INLINE_DEFINITIONS``)."""
 
     def __init__(self, codec: Codec, plans: PlanCache, *, inline_definitions: bool = False) -> None:
         self.codec = codec
@@ -48,6 +53,10 @@ class JobRecords:
         # per store: no due key is below this one. The timer scan starts here, not at the
         # prefix start, where the due keys already emitted lie deleted until compaction.
         self.due_floor: weakref.WeakKeyDictionary[Store, bytes] = weakref.WeakKeyDictionary()
+        # per store: the job key the next ``inline_chunk`` starts at (None: every one done)
+        self._inline_from: weakref.WeakKeyDictionary[Store, bytes | None] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def load(self, store: Store, job_key: str) -> JobState | None:
         data = store.get(keys.job_store_key(job_key))
@@ -68,10 +77,13 @@ class JobRecords:
         return self.plans.get(job_key, state.version, definition)
 
     def definition_of(self, store: Store, job_key: str, state: JobState) -> bytes:
-        """``state``'s JobDefinition bytes (read from ``def/`` when it holds a reference)."""
-        if is_ref(state.definition):
-            return self._stored_definition(store, job_key, state.definition)
-        return state.definition
+        """``state``'s JobDefinition bytes (its plan's, or read from ``def/``, when it holds
+        a reference)."""
+        ref = state.definition
+        if not is_ref(ref):
+            return ref
+        plan = self.plans.cached(job_key, state.version, ref)
+        return plan.definition if plan is not None else self._stored_definition(store, job_key, ref)
 
     @staticmethod
     def _stored_definition(store: Store, job_key: str, ref: bytes) -> bytes:
@@ -100,8 +112,8 @@ class JobRecords:
             self._reindex(store, job_key, old, new, old_due_key)
             return
         definition = new.definition
-        if self.inline_definitions and is_ref(definition):  # (a downgrade's first step)
-            new.definition = self._stored_definition(store, job_key, definition)
+        if self.inline_definitions and is_ref(definition):
+            new.definition = self.definition_of(store, job_key, new)
         carried = not self.inline_definitions and not is_ref(definition)
         if carried:
             new.definition = definition_ref(definition)
@@ -115,7 +127,8 @@ class JobRecords:
             store.put(def_key, definition)
             try:
                 store.put(state_key, value)
-            except BaseException:  # too large, say: the job keeps its earlier records
+            except BaseException:  # too large, say: the job keeps its earlier records (the
+                # undo is logged: a tick or a quarantine goes on past this job, no rollback)
                 if previous is None:
                     store.delete(def_key)
                 else:
@@ -174,5 +187,39 @@ class JobRecords:
         self._reindex(store, job_key, old, new)
 
     def forget_due_floor(self, store: Store) -> None:
-        """``store`` was restored or rebuilt: scan its timers from the first due key again."""
+        """``store`` was restored or rebuilt: scan its timers from the first due key again
+        (and its job records, in inline mode)."""
         self.due_floor.pop(store, None)
+        self._inline_from.pop(store, None)
+
+    def inline_chunk(self, store: Store, limit: int) -> int:
+        """Rewrite up to ``limit`` job records that hold a reference with their definition,
+        from where the last chunk stopped; how many. A job whose definition cannot be read
+        keeps its reference (its own failure, logged)."""
+        start = self._inline_from.get(store, keys.JOB_PREFIX)
+        if start is None:
+            return 0
+        chunk: list[tuple[bytes, bytes]] = []
+        for item in store.range(start, keys.JOB_END):
+            if len(chunk) >= limit:
+                self._inline_from[store] = item[0]
+                break
+            chunk.append(item)
+        else:
+            self._inline_from[store] = None
+            log.info("inline definitions: every job record of the store at %s is read; each "
+                     "holds its definition but those logged as keeping a reference",
+                     getattr(store, "path", "(in memory)"))  # fmt: skip
+        rewritten = 0
+        for key, value in chunk:
+            job_key = keys.job_key_of(key)
+            try:
+                state = self.decode_state(value)
+                if not is_ref(state.definition):
+                    continue
+                self.save(store, job_key, state, state.copy())
+            except CodecError as exc:
+                log.error("job %s keeps a reference to its definition: %s", job_key, exc)
+                continue
+            rewritten += 1
+        return rewritten

@@ -17,6 +17,7 @@ import struct
 import zlib
 
 JOB_PREFIX = b"job/"
+JOB_END = b"job0"  # the first key after every job/ key
 DEF_PREFIX = b"def/"
 DUE_PREFIX = b"due/"
 BACKFILL_PREFIX = b"bf/"

@@ -41,6 +41,7 @@ from schedulerstream.timing import Schedule
 
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
+INLINE_CHUNK = 1000  # job records a tick rewrites with their definition (inline_definitions)
 
 
 log = logging.getLogger(__name__)
@@ -106,10 +107,9 @@ class SchedulerLogic:
     ) -> None:  # fmt: skip
         """Apply one cron.schedules record; raises RejectedRecord for bad input."""
         now_us = self.clock(partition, now_us)
-        if self._broken.get(partition):  # a new version (or the delete) is a fresh start
-            self._broken[partition].discard(job_key_from_record_key(key))
         if value is None:
             job_key = job_key_from_record_key(key)
+            self._broken.get(partition, set()).discard(job_key)  # a fresh start
             old = self.jobs.load(store, job_key)
             if old is not None:
                 last = self._settle(store, out, partition, job_key, old, now_us)
@@ -125,6 +125,7 @@ class SchedulerLogic:
         if old is not None and job.version <= old.version:
             self.counters.stale_versions += 1
             return
+        self._broken.get(partition, set()).discard(job_key)  # a new version is a fresh start
         current = None if old is None else self._settle(store, out, partition, job_key, old, now_us)
         if current is not None:
             state = current.copy()
@@ -304,6 +305,8 @@ class SchedulerLogic:
             except Exception as exc:
                 self._failed_job(partition, job_key, exc)
         self._quarantine_jobs(store, out, partition, now_us)
+        if self.jobs.inline_definitions:
+            self.jobs.inline_chunk(store, INLINE_CHUNK)
         return more
 
     def _failed_job(self, partition: int, job_key: str, exc: Exception) -> None:

@@ -42,9 +42,9 @@ class BackfillCursor:
 
 @dataclass(slots=True)
 class JobState:
-    """One job's timer state. ``definition`` is a ``definition_ref`` once saved (the
-    definition is under ``def/``), the definition itself when a mutation just set it or a
-    record of an earlier version held it."""
+    """One job's timer state. ``definition`` is a ``definition_ref`` (the definition is
+    under ``def/``), or the definition itself: set by a mutation and not saved yet, or saved
+    inline (by an earlier version, or in ``JobRecords``' inline mode)."""
 
     version: int
     definition: bytes

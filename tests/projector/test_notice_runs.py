@@ -45,3 +45,19 @@ def test_the_notify_targets_secret_is_redacted() -> None:
         {**job_json("acme", "backup"), "notify": {"on": ["paused"], "target": hook}}
     )
     assert public_definition(job)["notify"]["target"]["secret"] == REDACTED
+
+
+def test_the_schedulers_missed_events_about_a_job_are_listed_as_its_runs() -> None:
+    """``{job}@never`` (no instant after it was created) and ``{job}@stopped`` (it can be
+    neither run nor paused): rejected as bad run ids before, so the read model never showed
+    them."""
+    assert run_id_suffix_ok("never") and run_id_suffix_ok("stopped")
+    assert not run_id_suffix_ok("stopped!paused") and not run_id_suffix_ok("neverland")
+    driver = Driver()
+    driver.schedule(JOB, job_avro("acme", "backup", 1), T0 - 1)
+    for suffix in ("never", "stopped"):
+        rid = f"{JOB}@{suffix}"
+        driver.event(attempt(rid, "missed", 0, T0, reason=f"the job {suffix}", count=0))
+        assert (driver.runs[rid].status, driver.runs[rid].last_error) == (
+            "skipped", f"the job {suffix}",
+        )  # fmt: skip

@@ -81,10 +81,13 @@ def test_a_job_whose_stored_definition_is_lost_or_wrong_fails_alone() -> None:
     h.tick_until(us("2025-01-06T10:03:00Z"))
     assert h.run_ids() == [f"beta/j2@20250106T10{m:02d}00Z" for m in (1, 2, 3)]
     assert h.logic.counters.failed_ticks == 2  # each once: then left out until a new version
-    stopped = {e["run_id"]: e["reason"] for e in h.out.attempts("missed")}
-    assert sorted(stopped) == ["acme/j1@stopped", "gamma/j3@stopped"]
-    assert "its definition is missing from the state" in stopped["acme/j1@stopped"]
-    assert "not the one its state refers to" in stopped["gamma/j3@stopped"]
+    stopped = [(e["run_id"], e["reason"]) for e in h.out.attempts("missed")]
+    assert [run_id for run_id, _ in stopped] == ["acme/j1@stopped", "gamma/j3@stopped"]
+    assert "its definition is missing from the state" in stopped[0][1]
+    assert "not the one its state refers to" in stopped[1][1]
+    h.put(definition(1, payload=PAYLOAD))  # a stale version changes nothing: no new failure
+    h.tick_until(us("2025-01-06T10:03:30Z"))
+    assert (h.logic.counters.failed_ticks, len(h.out.attempts("missed"))) == (2, 2)
     h.put(definition(2, payload=PAYLOAD))  # a user's fix of one of them
     h.tick_until(us("2025-01-06T10:04:00Z"))
     later = h.run_ids()[3:]
@@ -165,3 +168,52 @@ def test_a_version_whose_job_record_is_refused_leaves_both_records_as_they_were(
     assert h.store.data[def_store_key("acme/j1")] == first
     state = h.logic.jobs.load(h.store, "acme/j1")
     assert state is not None and state.version == 1 and state.definition == definition_ref(first)
+
+
+def test_a_first_version_whose_job_record_is_refused_leaves_no_definition_behind() -> None:
+    h = started()
+    h.store = Bounded()
+    h.store.limit = 10
+    with pytest.raises(StateTooLarge):
+        h.put(definition(1, schedule={"every": 60}))
+    assert def_store_key("acme/j1") not in h.store.data
+    assert job_store_key("acme/j1") not in h.store.data
+
+
+def test_a_pause_reads_the_definition_its_plan_holds_when_the_store_lost_it() -> None:
+    h = started()
+    h.put(definition(1, schedule={"every": 60}))
+    h.store.delete(def_store_key("acme/j1"), logged=False)
+    h.command(command("PauseJob", {"job_version": 1, "reason": "3 failed runs"}))
+    [paused] = [r for topic, _, r, name, _ in h.out.records if name == "JobDefinition"]
+    assert (paused["version"], paused["paused"], paused["paused_reason"]) == (
+        2, True, "3 failed runs",
+    )  # fmt: skip
+
+
+def test_inline_mode_rewrites_every_referring_job_record_chunk_by_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before a downgrade: a paused job or one due in a year is saved by no emission."""
+    monkeypatch.setattr("schedulerstream.scheduler.logic.INLINE_CHUNK", 2)
+    h = started()
+    jobs = {f"j{n}": definition(1, job_id=f"j{n}", schedule={"every": 3600 * 24 * 365},
+                                paused=n == 0) for n in range(5)}  # fmt: skip
+    for job_id, raw in jobs.items():
+        h.put(raw, key=f"acme/{job_id}".encode())
+    h.store.delete(def_store_key("acme/j4"), logged=False)  # j4's cannot be read
+    fresh_logic(h, inline_definitions=True)
+
+    def refs() -> list[str]:
+        states = {j: h.logic.jobs.load(h.store, f"acme/{j}") for j in jobs}
+        return [j for j, s in states.items() if s is not None and is_ref(s.definition)]
+
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    assert refs() == ["j2", "j3", "j4"]  # two a tick
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    assert refs() == ["j4"]
+    for job_id in ("j0", "j1", "j2", "j3"):
+        state = h.logic.jobs.load(h.store, f"acme/{job_id}")
+        assert state is not None and state.definition == jobs[job_id]
+    assert h.out.runs() == []
