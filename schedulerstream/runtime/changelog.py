@@ -24,7 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from schedulerstream.clock import Clock
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreWriteFailed
+from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreCorrupted, StoreWriteFailed
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.transaction import TransactionalProducer
 
@@ -178,10 +178,16 @@ class Restorer:
             self._eof.pop(task.partition, None)
 
     def poll(self, timeout_s: float) -> list[Task]:
-        """Apply up to one chunk of changelog records; return the tasks now caught up."""
+        """Apply up to one chunk of changelog records; return the tasks now caught up.
+
+        A store that fails to apply a record (StoreCorrupted) gets no more of the chunk, the
+        other tasks get all of theirs, and then that error is raised. When more than one
+        store failed, the others are sought back to their first record not applied: they
+        fail again on a later poll, their records never silently skipped."""
         if not self._tasks:
             return []
         touched: dict[int, Task] = {}
+        damaged: dict[int, StoreCorrupted] = {}
         for msg in self._consumer.consume(self._chunk, timeout_s):
             partition, offset, err = msg.partition(), msg.offset(), msg.error()
             if partition is None or offset is None:
@@ -196,9 +202,13 @@ class Restorer:
             key, value = msg.key(), msg.value()
             if task is None or offset < task.restore_position or not isinstance(key, bytes):
                 continue
-            if value is not None and not isinstance(value, bytes):
+            if partition in damaged or (value is not None and not isinstance(value, bytes)):
                 continue
-            self._restore_record(task.require_store(), key, value)
+            try:
+                self._restore_record(task.require_store(), key, value)
+            except StoreCorrupted as exc:
+                damaged[partition] = exc  # what it applied before is flushed below
+                continue
             task.restore_position = offset + 1
             task.restore.records += 1
             task.restore.bytes += len(key) + (len(value) if value else 0)
@@ -213,6 +223,13 @@ class Restorer:
                 raise StoreWriteFailed(store.path, exc) from exc
             task.committed_changelog_offset = task.restore_position - 1
             task.pending_changelog_offset = task.committed_changelog_offset
+        if damaged:
+            first, *others = damaged
+            for partition in others:
+                task = self._tasks[partition]
+                self._eof.pop(partition, None)
+                self._consumer.seek(self._tp(task, task.restore_position))
+            raise damaged[first]
         return [t for t in self._tasks.values() if self._caught_up(t)]
 
     def _position(self, task: Task) -> int:

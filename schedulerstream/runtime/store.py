@@ -98,7 +98,11 @@ class StoreWriteFailed(StateError):
 
 
 def _is_lock_error(exc: Exception) -> bool:
-    return "lock" in str(exc).lower()
+    """RocksDB could not lock the store's LOCK file ("While lock file: .../LOCK: ..." from
+    another process, "lock hold by current process ...: .../LOCK: ..." from this one). Not
+    any message with "lock" in it: "block checksum mismatch" is a damaged table file."""
+    text = str(exc)
+    return text.startswith("IO error") and "/LOCK:" in text
 
 
 class RocksStore:
@@ -120,13 +124,14 @@ class RocksStore:
     def open(cls, path: Path) -> RocksStore:
         """Open (creating) the store at ``path``; a store that fails to open is wiped.
 
-        A lock held by another live process is not a corrupt store: that raises StateError.
+        A lock held by another live process (or a handle of this one still open) is not a
+        corrupt store: that raises StateError.
         """
         try:
             return cls(cls._open_db(path), path)
         except Exception as exc:
             if _is_lock_error(exc):
-                raise StateError(f"state store {path} is locked by another process") from exc
+                raise StateError(f"state store {path} is locked: {exc}") from exc
             shutil.rmtree(path, ignore_errors=True)
             try:
                 return cls(cls._open_db(path), path)

@@ -17,7 +17,8 @@ def wait_until(
     alive: ProcessorProcess | None = None,
 ) -> Any:
     """Poll ``predicate`` until it returns something true and return that; fail after
-    ``timeout`` seconds, or at once when the ``alive`` process has exited."""
+    ``timeout`` seconds, or at once when the ``alive`` process has exited (with its log's
+    tail either way)."""
     deadline = time.monotonic() + timeout
     while True:
         found = predicate()
@@ -26,5 +27,6 @@ def wait_until(
         if alive is not None and not alive.alive():
             raise AssertionError(f"{what}: the process exited:\n{alive.log()[-3000:]}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            tail = f":\n{alive.log()[-3000:]}" if alive is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{tail}")
         time.sleep(every)

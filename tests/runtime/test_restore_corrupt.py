@@ -1,0 +1,121 @@
+"""A store that fails while its changelog is replayed fails alone: the other tasks restoring
+in the same chunk keep every record of theirs (real broker, real RocksDB stores).
+
+Before the fix the error left the chunk half applied: the records of other partitions
+behind the failing one were consumed and never applied, and their tasks still caught up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from schedulerstream.clock import SystemClock
+from schedulerstream.kafka import clients
+from schedulerstream.runtime.changelog import Restorer, describe
+from schedulerstream.runtime.store import StateStore, StoreCorrupted
+from schedulerstream.runtime.task import Task
+from schedulerstream.settings import Settings
+from tests.support.waits import wait_until
+
+pytestmark = pytest.mark.kafka
+RECORDS = 200  # a partition; both partitions fit one chunk
+
+
+def restorer(settings: Settings, fail_at: dict[int, bytes], seen: list[bytes]) -> Restorer:
+    """A restorer whose stores fail on the keys of ``fail_at`` (as a damaged block would)."""
+
+    def restore_record(store: StateStore, key: bytes, value: bytes | None) -> None:
+        partition = int(key.split(b"/")[0])
+        if fail_at.get(partition) == key:
+            raise StoreCorrupted(Path(f"store-{partition}"), "block checksum mismatch")
+        seen.append(key)
+        if value is not None:
+            store.put(key, value)
+
+    name = settings.topic("counter-changelog")
+    return Restorer(
+        clients.restore_consumer_config(settings, "restore-corrupt"),
+        clients.restore_consumer_config(settings, "restore-corrupt", committed=False),
+        describe(clients.base_config(settings), name),
+        restore_record,
+        SystemClock(),
+        chunk=10 * RECORDS,
+    )
+
+
+def fill(settings: Settings) -> None:
+    """RECORDS keys ``{p}/{i}`` into each of partitions 0 and 1 of the changelog."""
+    producer = Producer(clients.producer_config(settings))
+    for p in (0, 1):
+        for i in range(RECORDS):
+            key = f"{p}/{i:04}".encode()
+            producer.produce(settings.topic("counter-changelog"), key=key, value=b"v",
+                             partition=p)  # fmt: skip
+    assert producer.flush(30) == 0
+
+
+def started(settings: Settings, restore: Restorer, tmp_path: Path) -> dict[int, Task]:
+    tasks = {p: Task(p, (settings.topic("in"),), tmp_path / str(p)) for p in (0, 1)}
+    for task in tasks.values():
+        restore.start(task)
+    return tasks
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_failing_store_keeps_the_others_records(
+    counter_settings: Settings, tmp_path: Path, failing: int
+) -> None:
+    fill(counter_settings)
+    seen: list[bytes] = []
+    restore = restorer(counter_settings, {failing: f"{failing}/0050".encode()}, seen)
+    tasks = started(counter_settings, restore, tmp_path)
+    healthy = tasks[1 - failing]
+    failed: list[StoreCorrupted] = []
+
+    def step() -> bool:
+        try:
+            caught = restore.poll(0.5)
+        except StoreCorrupted as exc:
+            failed.append(exc)
+            restore.stop(tasks[failing])
+            return False
+        return healthy in caught
+
+    wait_until(step, 60, "the healthy task caught up")
+    assert [str(e.path) for e in failed] == [f"store-{failing}"]
+    mine = [k for k in seen if k.startswith(f"{1 - failing}/".encode())]
+    assert mine == [f"{1 - failing}/{i:04}".encode() for i in range(RECORDS)]
+    assert len(list(healthy.require_store().prefix(f"{1 - failing}/".encode()))) == RECORDS
+    restore.close()
+    for task in tasks.values():
+        task.close()
+
+
+def test_two_failing_stores_each_fail_and_skip_nothing(
+    counter_settings: Settings, tmp_path: Path
+) -> None:
+    fill(counter_settings)
+    seen: list[bytes] = []
+    restore = restorer(counter_settings, {0: b"0/0050", 1: b"1/0120"}, seen)
+    tasks = started(counter_settings, restore, tmp_path)
+    failed: list[str] = []
+
+    def step() -> bool:
+        try:
+            restore.poll(0.5)
+        except StoreCorrupted as exc:
+            failed.append(str(exc.path))
+            restore.stop(tasks[int(str(exc.path)[-1])])
+        return len(failed) == 2
+
+    wait_until(step, 60, "both stores failed")
+    assert sorted(failed) == ["store-0", "store-1"]
+    for p, last in ((0, 50), (1, 120)):  # each got its records up to the failing one, once
+        mine = [k for k in seen if k.startswith(f"{p}/".encode())]
+        assert mine == [f"{p}/{i:04}".encode() for i in range(last)]
+    restore.close()
+    for task in tasks.values():
+        task.close()
