@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -191,6 +192,19 @@ class ScheduleSpec(_Strict):
         return self
 
 
+# An http(s) URL whose authority is a plain ASCII host and port: urlsplit's verdict on it is
+# known (yes), and urlsplit was 8 % of a bulk load's CPU.
+_PLAIN_HTTP_URL = re.compile(r"https?://[A-Za-z0-9._~!$&'()*+,;=%-]+(?::[0-9]{0,5})?(?:[/?#]|\Z)")
+
+
+def is_http_url(value: str) -> bool:
+    """Is ``value`` an http or https URL with a host (as ``urlsplit`` reads it)?"""
+    if _PLAIN_HTTP_URL.match(value):
+        return True
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 class HttpTarget(_Strict):
     type: Literal["http"] = "http"
     url: str
@@ -201,8 +215,7 @@ class HttpTarget(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not is_http_url(value):
             raise ValueError(f"{value!r} is not an http(s) URL with a host")
         return value
 
