@@ -9,12 +9,14 @@ written three times, each to a fresh topic set:
   the producer's creation to the end of its flush;
 - put: ``put_text`` of schedulerstream/cli/schedules_cmd.py in this process, the function the CLI
   runs (parse, validate, encode, check the limits, produce, wait for every acknowledgement);
-  timed from the Publisher's creation (the CLI's first step) to its return;
+  timed from the Publisher's creation (the CLI's first step) to its return. A file this long is
+  checked in one forked process a usable core (``schedulerstream/bulkload.py``); put_one_process
+  is the same with one process;
 - cli: ``schedulerstream schedules put FILE`` as a subprocess: wall time with interpreter start
   and imports.
 
 ``put_vs_raw_producer`` is put_jobs_per_s / raw_producer_per_s. CPU seconds are this process's
-(librdkafka's threads included) for raw and put, the child's for cli.
+(librdkafka's threads included) for raw, with its forked workers' for put, the child's for cli.
 
     SCHEDULERSTREAM_BOOTSTRAP_SERVERS=127.0.0.1:39292 .venv/bin/python bench/bench_put.py
 """
@@ -93,15 +95,25 @@ def measure_raw(settings: Settings, records: list[tuple[bytes, bytes | None]]) -
             "raw_producer_s": round(elapsed, 3), "raw_producer_cpu_s": round(used, 3)}  # fmt: skip
 
 
-def measure_put(settings: Settings, text: str, jobs: int) -> dict[str, Any]:
-    """``put_text`` in this process: Publisher creation to every acknowledgement."""
-    cpu, started = _cpu(), time.monotonic()
-    written, errors = put_text(Publisher(settings), text)
-    elapsed, used = time.monotonic() - started, _cpu() - cpu
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_put(
+    settings: Settings, text: str, jobs: int, processes: int | None = None, name: str = "put"
+) -> dict[str, Any]:
+    """``put_text`` in this process, as the CLI calls it (the Publisher made unconnected, so
+    a long file is checked by ``processes`` forked workers, default one a core): Publisher
+    creation to every acknowledgement. CPU counts the workers'."""
+    cpu, children, started = _cpu(), _children_cpu(), time.monotonic()
+    written, errors = put_text(Publisher(settings, connect=False), text, processes=processes)
+    elapsed = time.monotonic() - started
+    used = _cpu() - cpu + _children_cpu() - children
     if errors or len(written) != jobs:
         raise RuntimeError(f"put: {len(written)} of {jobs} written; {errors[:3]}")
-    return {"put_jobs_per_s": round(jobs / elapsed),
-            "put_s": round(elapsed, 3), "put_cpu_s": round(used, 3)}  # fmt: skip
+    return {f"{name}_jobs_per_s": round(jobs / elapsed),
+            f"{name}_s": round(elapsed, 3), f"{name}_cpu_s": round(used, 3)}  # fmt: skip
 
 
 def measure_cli(settings: Settings, path: Path, jobs: int) -> dict[str, Any]:
@@ -139,13 +151,14 @@ def measure(base: Settings, jobs: int, cli: bool = True) -> dict[str, Any]:
         del records
     finally:
         drop_topics(raw_settings)
-    put_settings = fresh(base)
-    try:
-        progress("put: put_text in-process")
-        figures.update(measure_put(put_settings, text, jobs))
-    finally:
-        gc.unfreeze()  # put_text froze what it built; let this process collect it again
-        drop_topics(put_settings)
+    for processes, name in ((None, "put"), (1, "put_one_process")):
+        put_settings = fresh(base)
+        try:
+            progress(f"put: put_text in-process ({processes or 'one a core'} processes)")
+            figures.update(measure_put(put_settings, text, jobs, processes, name))
+        finally:
+            gc.unfreeze()  # put_text froze what it built; let this process collect it again
+            drop_topics(put_settings)
     if cli:
         cli_settings = fresh(base)
         path = cli_settings.data_dir / "jobs.jsonl"

@@ -84,7 +84,7 @@ def _items(text: str) -> list[tuple[int, object]]:
         index = end
 
 
-def _json_lines(text: str) -> list[tuple[int, str]] | None:
+def json_lines(text: str) -> list[tuple[int, str]] | None:
     """(line, text) of each non-blank line when ``text`` is JSON lines (every such line
     starts an object and ends it), else None. Such lines are independent: a value that went
     on over a line break would need a line that starts with something else."""
@@ -109,7 +109,7 @@ def _check_value(line: int, value: object) -> Checked:
         return line, None, [JobFileError(line, exc.field, exc.message, _job_named(value))]
 
 
-def _check_line(line: int, raw: str) -> Checked:
+def check_line(line: int, raw: str) -> Checked:
     """One JSON line, parsed and validated by pydantic in one pass; the standard reader only
     for a line that fails (for its message, and for what only it reads, such as NaN)."""
     try:
@@ -123,13 +123,15 @@ def _check_line(line: int, raw: str) -> Checked:
     return _check_value(line, value)
 
 
-def _checked(text: str, progress: Progress | None) -> Iterator[Checked]:
-    lines = _json_lines(text)
+def checked_items(text: str, progress: Progress | None) -> Iterator[Checked]:
+    """Each item of ``text``, validated, in order; no check across items (``check_job_file``
+    adds the one for a job defined twice)."""
+    lines = json_lines(text)
     if lines is not None:
         for done, (line, raw) in enumerate(lines, 1):
             if progress is not None and (done % PROGRESS_STEP == 0 or done == len(lines)):
                 progress("validating", done, len(lines))
-            yield _check_line(line, raw)
+            yield check_line(line, raw)
         return
     try:
         items = _items(text)
@@ -149,15 +151,19 @@ def check_job_file(text: str, progress: Progress | None = None) -> Iterator[Chec
     second line); ``progress`` hears of the ``validating`` stage. A caller that consumes the
     jobs as they come keeps none of them alive."""
     seen: dict[str, int] = {}
-    for line, job, errors in _checked(text, progress):
+    for line, job, errors in checked_items(text, progress):
         if job is not None:
             key = job.key
             if key in seen:
-                again = f"also defined on line {seen[key]}"
-                yield line, None, [JobFileError(line, "job_id", again, key)]
+                yield line, None, [defined_twice(line, key, seen[key])]
                 continue
             seen[key] = line
         yield line, job, errors
+
+
+def defined_twice(line: int, key: str, first: int) -> JobFileError:
+    """The error of a job defined again on ``line`` (first on line ``first``)."""
+    return JobFileError(line, "job_id", f"also defined on line {first}", key)
 
 
 def parse_job_file(

@@ -31,10 +31,31 @@ def now_us() -> int:
 class Publisher:
     """Produces to cron.schedules and cron.commands and waits for every acknowledgement."""
 
-    def __init__(self, settings: Settings, codec: Codec | None = None) -> None:
+    def __init__(
+        self, settings: Settings, codec: Codec | None = None, *, connect: bool = True
+    ) -> None:
+        """``connect=False``: the producer (and its threads) is made by ``connect``, or at
+        the first write (a bulk load forks its workers first)."""
         self.settings = settings
         self.codec = codec or default_codec()
-        self._producer = Producer(producer_config(settings, **{"linger.ms": 0}))
+        self._made: Producer | None = None
+        if connect:
+            self.connect()
+
+    @property
+    def connected(self) -> bool:
+        return self._made is not None
+
+    def connect(self) -> None:
+        """Make the producer now: it connects in the background."""
+        if self._made is None:
+            self._made = Producer(producer_config(self.settings, **{"linger.ms": 0}))
+
+    @property
+    def _producer(self) -> Producer:
+        self.connect()
+        assert self._made is not None
+        return self._made
 
     def _send(
         self,
@@ -113,10 +134,11 @@ class Publisher:
         """Produce records made by ``JobEncoder`` and wait for every acknowledgement."""
         self._send(self.settings.topics.schedules, records, timeout, progress)
 
-    def encoder(self) -> JobEncoder:
-        """Encodes jobs for ``write_jobs``: a missing version becomes now in µs plus the
-        job's index."""
-        return JobEncoder(self.codec, self.settings.record_limits(), now_us())
+    def encoder(self, base_version: int | None = None) -> JobEncoder:
+        """Encodes jobs for ``write_jobs``: a missing version becomes ``base_version`` (now
+        in µs by default) plus the job's index."""
+        base = now_us() if base_version is None else base_version
+        return JobEncoder(self.codec, self.settings.record_limits(), base)
 
     def encode_jobs(
         self, jobs: Sequence[JobDefinition], progress: Progress | None = None

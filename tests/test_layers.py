@@ -52,7 +52,9 @@ CORE = frozenset(
 # Adapters to the outside (Kafka clients and admin, the read model's databases, publishing,
 # tenant records, child processes, botocore's SQS regions): the core and Kafka, nothing of the
 # runtime or topologies.
-ADAPTERS = frozenset({"kafka", "readmodel", "publish", "sqs_regions", "supervisor", "tenants"})
+ADAPTERS = frozenset(
+    {"kafka", "readmodel", "publish", "bulkload", "sqs_regions", "supervisor", "tenants"}
+)
 TOPOLOGIES = frozenset({"scheduler", "dispatcher", "projector"})
 FACES = frozenset({"api", "cli", "__main__"})
 
@@ -64,6 +66,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "supervisor": CORE,
     "sqs_regions": CORE,
     "publish": CORE | {"kafka"},
+    "bulkload": CORE | {"kafka", "publish", "sqs_regions"},
     "tenants": CORE | {"kafka"},
     # the processor runtime knows nothing of schedules or targets
     "runtime": CORE | {"kafka"},

@@ -8,11 +8,11 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from schedulerstream.errors import SchedulerStreamError, ValidationError
-from schedulerstream.jobfile import JobFileError, Progress, check_job_file
+from schedulerstream.bulkload import prepare
+from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.jobfile import Progress
 from schedulerstream.publish import Publisher
 from schedulerstream.settings import load_settings
-from schedulerstream.sqs_regions import region_refusals
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -61,16 +61,24 @@ def schedules() -> None:
     default=None,
     help="Progress on stderr (default: a bar when stderr is a terminal, else nothing).",
 )
-def put(file: IO[str], progress: bool | None) -> None:
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes that check a long JSON-lines file (default: one a usable core).",
+)
+def put(file: IO[str], progress: bool | None, processes: int | None) -> None:
     """Validate every job in FILE ('-' for stdin), then produce them all.
 
     Prints one "TENANT/JOB_ID version N" line per job written on stdout; errors and progress
     go to stderr."""
-    publisher = Publisher(load_settings())  # connects while the file is validated
+    text = file.read()
+    # connects while the file is checked, after any worker process is forked
+    publisher = Publisher(load_settings(), connect=False)
     shown = sys.stderr.isatty() if progress is None else progress
     report = StageProgress(bar=sys.stderr.isatty()) if shown else None
     try:
-        written, errors = put_text(publisher, file.read(), report)
+        written, errors = put_text(publisher, text, report, processes)
     except SchedulerStreamError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
@@ -86,38 +94,24 @@ def put(file: IO[str], progress: bool | None) -> None:
 
 
 def put_text(
-    publisher: Publisher, text: str, progress: Progress | None = None
+    publisher: Publisher,
+    text: str,
+    progress: Progress | None = None,
+    processes: int | None = None,
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """What ``put`` does with a job file's text: (job key, version) of each job written, or
     why none was (every error of the file, else the first job over a record limit).
 
-    Each job is encoded as soon as it is valid, so only its record stays in memory."""
+    A long JSON-lines file is checked in ``processes`` processes (default: one a usable core)
+    when ``publisher`` is not connected yet (``bulkload``)."""
     collecting = gc.isenabled()
     gc.disable()  # a bulk load adds live objects only: each collection would rescan them all
     try:
-        encoder = publisher.encoder()
-        written: list[tuple[str, int]] = []
-        records: list[tuple[bytes, bytes | None]] = []
-        errors: list[str] = []
-        over: str | None = None  # the first job over a record limit
-        for line, job, problems in check_job_file(text, progress):
-            errors.extend(str(problem) for problem in problems)
-            if job is not None:
-                refusals = region_refusals(job)
-                errors.extend(str(JobFileError(line, *r, job.key)) for r in refusals)
-            if job is None or errors or over is not None:
-                continue
-            try:
-                version, record = encoder.encode(job)
-            except ValidationError as exc:
-                over = f"{exc.field}: {exc.message}"
-                continue
-            written.append((job.key, version))
-            records.append(record)
-        if errors or over is not None:
-            return [], errors or [str(over)]
-        publisher.write_jobs(records, progress=progress)
-        return written, []
+        prepared = prepare(publisher, text, progress, processes)
+        if prepared.errors:
+            return [], prepared.errors
+        publisher.write_jobs(prepared.records, progress=progress)
+        return prepared.written, []
     finally:
         gc.freeze()  # and so would the first one after: what the load built is left out
         if collecting:

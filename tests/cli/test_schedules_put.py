@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.procs import settings_env
+from schedulerstream.bulkload import PIECE_MIN_LINES
 from schedulerstream.cli.schedules_cmd import schedules
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.settings import Settings
@@ -167,3 +168,29 @@ def test_an_sqs_region_botocore_does_not_know_is_named_and_nothing_is_produced(
         "nothing was produced",
     ]
     assert _written_keys(topo) == []
+
+
+def test_a_long_file_checked_by_two_processes_is_written_whole_and_in_order(
+    topo: Settings, tmp_path: Path
+) -> None:
+    count = PIECE_MIN_LINES + 500
+    jobs = [_job(n) for n in range(count)]
+    jobs[count - 3] = _job(4)  # defined again in the second piece: nothing is written
+    command = [sys.executable, "-m", "schedulerstream.cli", "schedules", "put", "--processes", "2"]
+    env = settings_env(topo)
+    refused = subprocess.run([*command, str(_file(tmp_path, jobs))], env=env,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"error: line {count - 2}: job_id: also defined on line 5 (job t1/job-4)",
+        "nothing was produced",
+    ]
+    assert _written_keys(topo) == []
+    jobs[count - 3] = _job(count - 3)
+    done = subprocess.run([*command, str(_file(tmp_path, jobs))], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _assert_job_lines(done.stdout, count)
+    versions = [int(line.split(" version ")[1]) for line in done.stdout.splitlines()]
+    assert versions == list(range(versions[0], versions[0] + count))
+    assert _written_keys(topo) == sorted(f"t{n % 3}/job-{n}" for n in range(count))
