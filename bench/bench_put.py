@@ -10,8 +10,9 @@ written three times, each to a fresh topic set:
 - put: ``put_text`` of schedulerstream/cli/schedules_cmd.py in this process, the function the CLI
   runs (parse, validate, encode, check the limits, produce, wait for every acknowledgement);
   timed from the Publisher's creation (the CLI's first step) to its return. A file this long is
-  checked in one forked process a usable core (``schedulerstream/bulkload.py``); put_one_process
-  is the same with one process;
+  checked in pieces, one a usable core (this process and forked workers,
+  ``schedulerstream/bulkload.py``), as the CLI does by default; put_one_process is the same in
+  one process;
 - cli: ``schedulerstream schedules put FILE`` as a subprocess: wall time with interpreter start
   and imports.
 
@@ -104,8 +105,8 @@ def measure_put(
     settings: Settings, text: str, jobs: int, processes: int | None = None, name: str = "put"
 ) -> dict[str, Any]:
     """``put_text`` in this process, as the CLI calls it (the Publisher made unconnected, so
-    a long file is checked by ``processes`` forked workers, default one a core): Publisher
-    creation to every acknowledgement. CPU counts the workers'."""
+    a long file is checked in up to ``processes`` processes, default one a core): Publisher
+    creation to every acknowledgement. CPU counts the forked workers'."""
     cpu, children, started = _cpu(), _children_cpu(), time.monotonic()
     written, errors = put_text(Publisher(settings, connect=False), text, processes=processes)
     elapsed = time.monotonic() - started

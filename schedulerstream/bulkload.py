@@ -2,20 +2,24 @@
 checked against the record limits before anything is produced (a file with any error writes
 nothing).
 
-A JSON-lines file of at least ``PIECE_MIN_LINES`` lines is cut into one piece per process.
-The pieces after the first are checked by forked worker processes while this process checks
-the first, and every piece's items are then taken in line order. The result is the one a
-single process reaches: the same errors in the same order, the same versions. The workers
-are forked before the publisher's producer exists, so no Kafka client thread is forked.
+On Linux a JSON-lines file of at least two ``PIECE_LINES`` is cut into pieces, one a
+process: this one checks the first while forked workers check the others, and every piece's
+items are then taken in line order. The result is the one a single process reaches: the
+same errors in the same order, the same versions, the same exception where one process
+would raise. The workers are forked before the publisher's producer exists (no Kafka client
+thread is forked); a fork or a worker that fails leaves the file to this process alone.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from schedulerstream.errors import ValidationError
 from schedulerstream.jobfile import (
@@ -31,17 +35,16 @@ from schedulerstream.jobfile import (
 from schedulerstream.publish import JobEncoder, Publisher, now_us
 from schedulerstream.sqs_regions import region_refusals
 
-PIECE_MIN_LINES = 4_000  # below: one process (a fork and its results cost more than it saves)
+PIECE_LINES = 2_000  # the fewest lines a piece gets: a fork costs more than a smaller one saves
 Record = tuple[bytes, bytes | None]
 EncoderAt = Callable[[int], JobEncoder]  # the encoder whose first job is the item at an index
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One item of the file: its line; the job's key when it is valid; its problems (a valid
-    job's are its region refusals); and, once encoded, its version and record or the record
-    limit it breaks. A piece stops encoding at its first problem: no record after it is
-    written."""
+    job's are its region refusals); and, once encoded, its version and record, the record
+    limit it breaks, or what its encoding raised. A piece stops encoding after its first
+    problem: no record after it is written."""
 
     line: int
     key: str | None
@@ -49,6 +52,7 @@ class Item:
     version: int = 0
     record: Record | None = None
     over: str | None = None
+    raised: BaseException | None = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ class Prepared:
 
 
 def usable_cores() -> int:
-    return len(os.sched_getaffinity(0))
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def prepare(
@@ -71,9 +76,10 @@ def prepare(
     progress: Progress | None = None,
     processes: int | None = None,
 ) -> Prepared:
-    """Check and encode every item of ``text``, in ``processes`` processes (default: one a
-    usable core) when the file is long JSON lines and ``publisher`` has not connected yet;
-    ``publisher`` is connected before this returns."""
+    """Check and encode every item of ``text``, in up to ``processes`` processes (default:
+    one a usable core) when the file allows pieces and ``publisher`` has not connected yet;
+    ``publisher`` is connected before this returns. Raises what encoding a job raised, when
+    one process would reach that job."""
     base = now_us()
 
     def encoder_at(index: int) -> JobEncoder:
@@ -94,6 +100,8 @@ def prepare(
         errors.extend(str(error) for error in item.errors)
         if item.key is None or errors or over is not None:
             continue
+        if item.raised is not None:
+            raise item.raised
         if item.over is not None:
             over = item.over
             continue
@@ -113,12 +121,17 @@ def _items(
     processes: int | None,
 ) -> Iterator[Item]:
     lines = json_lines(text)
-    count = processes or usable_cores()
-    if publisher.connected or lines is None or count < 2 or len(lines) < PIECE_MIN_LINES:
-        publisher.connect()
-        yield from _piece(checked_items(text, progress), encoder_at(0))
-        return
-    yield from _in_pieces(publisher, lines, encoder_at, progress, count)
+    count = 1
+    can_fork = sys.platform == "linux" and not publisher.connected
+    if lines is not None and can_fork and len(lines) >= 2 * PIECE_LINES:
+        count = min(processes or usable_cores(), len(lines) // PIECE_LINES)
+    if lines is not None and count >= 2:
+        pieces = _in_pieces(publisher, lines, encoder_at, progress, count)
+        if pieces is not None:
+            yield from pieces
+            return
+    publisher.connect()
+    yield from _piece(checked_items(text, progress, lines), encoder_at(0))
 
 
 def _piece(checked: Iterable[Checked], encoder: JobEncoder) -> Iterator[Item]:
@@ -140,6 +153,10 @@ def _piece(checked: Iterable[Checked], encoder: JobEncoder) -> Iterator[Item]:
             failed = True
             yield Item(line, job.key, (), over=f"{exc.field}: {exc.message}")
             continue
+        except Exception as exc:  # raised by prepare if one process would get this far
+            failed = True
+            yield Item(line, job.key, (), raised=exc)
+            continue
         yield Item(line, job.key, (), version, record)
 
 
@@ -151,8 +168,13 @@ def _told(checked: Iterable[Checked], progress: Progress | None, total: int) -> 
         yield item
 
 
-# What the forked workers read: the file's lines and the encoders (set before they fork).
+# A worker's file and encoders: set by ``_init_worker`` in the forked process.
 _work: tuple[list[tuple[int, str]], EncoderAt] | None = None
+
+
+def _init_worker(lines: list[tuple[int, str]], encoder_at: EncoderAt) -> None:
+    global _work
+    _work = (lines, encoder_at)
 
 
 def _worker_piece(start: int, end: int) -> list[Item]:
@@ -168,23 +190,24 @@ def _in_pieces(
     encoder_at: EncoderAt,
     progress: Progress | None,
     count: int,
-) -> Iterator[Item]:
-    global _work
+) -> list[Item] | None:
+    """Every item, the pieces after the first checked by ``count - 1`` forked workers; None
+    when a worker could not be forked or did not finish (the caller checks alone)."""
     size = -(-len(lines) // count)
     bounds = [(start, min(start + size, len(lines))) for start in range(0, len(lines), size)]
-    _work = (lines, encoder_at)
+    fork = multiprocessing.get_context("fork")
     try:
-        fork = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(len(bounds) - 1, mp_context=fork) as pool:
+        with ProcessPoolExecutor(len(bounds) - 1, mp_context=fork, initializer=_init_worker,
+                                 initargs=(lines, encoder_at)) as pool:  # fmt: skip
             futures = [pool.submit(_worker_piece, *b) for b in bounds[1:]]  # forks them all
             publisher.connect()  # after the fork: its threads stay in this process
             first = bounds[0][1]
             checked = (check_line(line, raw) for line, raw in lines[:first])
-            pieces = [list(_piece(_told(checked, progress, len(lines)), encoder_at(0)))]
-            pieces.extend(future.result() for future in futures)
-            for items, (_, end) in zip(pieces, bounds, strict=True):
+            items = list(_piece(_told(checked, progress, len(lines)), encoder_at(0)))
+            for future, (_, end) in zip(futures, bounds[1:], strict=True):
+                items.extend(future.result())
                 if progress is not None:
                     progress("validating", end, len(lines))
-                yield from items
-    finally:
-        _work = None
+    except (OSError, BrokenProcessPool):
+        return None
+    return items

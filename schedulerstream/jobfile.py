@@ -123,10 +123,17 @@ def check_line(line: int, raw: str) -> Checked:
     return _check_value(line, value)
 
 
-def checked_items(text: str, progress: Progress | None) -> Iterator[Checked]:
+_UNREAD: list[tuple[int, str]] = []
+
+
+def checked_items(
+    text: str, progress: Progress | None, lines: list[tuple[int, str]] | None = _UNREAD
+) -> Iterator[Checked]:
     """Each item of ``text``, validated, in order; no check across items (``check_job_file``
-    adds the one for a job defined twice)."""
-    lines = json_lines(text)
+    adds the one for a job defined twice). ``lines``: ``json_lines(text)``, when the caller
+    has it already."""
+    if lines is _UNREAD:
+        lines = json_lines(text)
     if lines is not None:
         for done, (line, raw) in enumerate(lines, 1):
             if progress is not None and (done % PROGRESS_STEP == 0 or done == len(lines)):

@@ -66,7 +66,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "supervisor": CORE,
     "sqs_regions": CORE,
     "publish": CORE | {"kafka"},
-    "bulkload": CORE | {"kafka", "publish", "sqs_regions"},
+    "bulkload": CORE | {"publish", "sqs_regions"},
     "tenants": CORE | {"kafka"},
     # the processor runtime knows nothing of schedules or targets
     "runtime": CORE | {"kafka"},

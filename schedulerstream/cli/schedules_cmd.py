@@ -72,9 +72,10 @@ def put(file: IO[str], progress: bool | None, processes: int | None) -> None:
 
     Prints one "TENANT/JOB_ID version N" line per job written on stdout; errors and progress
     go to stderr."""
+    settings = load_settings()
     text = file.read()
     # connects while the file is checked, after any worker process is forked
-    publisher = Publisher(load_settings(), connect=False)
+    publisher = Publisher(settings, connect=False)
     shown = sys.stderr.isatty() if progress is None else progress
     report = StageProgress(bar=sys.stderr.isatty()) if shown else None
     try:

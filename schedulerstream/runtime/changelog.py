@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 
 # confluent_kafka.admin documents these names but re-exports them implicitly (mypy strict).
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -181,9 +181,10 @@ class Restorer:
         """Apply up to one chunk of changelog records; return the tasks now caught up.
 
         A store that fails to apply a record (StoreCorrupted) gets no more of the chunk, the
-        other tasks get all of theirs, and then that error is raised. When more than one
-        store failed, the others are sought back to their first record not applied: they
-        fail again on a later poll, their records never silently skipped."""
+        other tasks get all of theirs, and then that error is raised. Every store that
+        failed is first rewound: its unflushed records dropped and its replay sought back to
+        its last flushed offset, so none of its records is skipped if it stays (one whose
+        error is not the raised one fails again on a later poll)."""
         if not self._tasks:
             return []
         touched: dict[int, Task] = {}
@@ -207,12 +208,15 @@ class Restorer:
             try:
                 self._restore_record(task.require_store(), key, value)
             except StoreCorrupted as exc:
-                damaged[partition] = exc  # what it applied before is flushed below
+                damaged[partition] = exc
                 continue
             task.restore_position = offset + 1
             task.restore.records += 1
             task.restore.bytes += len(key) + (len(value) if value else 0)
             touched[task.partition] = task
+        for partition in damaged:
+            touched.pop(partition, None)
+            self._rewind(self._tasks[partition])
         for task in touched.values():
             store = task.require_store()
             current = self._clock.now_us() if self._caught_up(task) else None
@@ -224,13 +228,21 @@ class Restorer:
             task.committed_changelog_offset = task.restore_position - 1
             task.pending_changelog_offset = task.committed_changelog_offset
         if damaged:
-            first, *others = damaged
-            for partition in others:
-                task = self._tasks[partition]
-                self._eof.pop(partition, None)
-                self._consumer.seek(self._tp(task, task.restore_position))
-            raise damaged[first]
+            raise next(iter(damaged.values()))
         return [t for t in self._tasks.values() if self._caught_up(t)]
+
+    def _rewind(self, task: Task) -> None:
+        """Drop ``task``'s unflushed records and replay it again from its last flushed
+        offset (a refused seek: its partition is assigned again there)."""
+        task.require_store().discard()
+        task.restore_position = task.committed_changelog_offset + 1
+        self._eof.pop(task.partition, None)
+        tp = self._tp(task, task.restore_position)
+        try:
+            self._consumer.seek(tp)
+        except KafkaException:
+            self._consumer.incremental_unassign([self._tp(task)])
+            self._consumer.incremental_assign([tp])
 
     def _position(self, task: Task) -> int:
         position = max(task.restore_position, self._eof.get(task.partition, -1))

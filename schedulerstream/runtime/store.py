@@ -101,8 +101,7 @@ def _is_lock_error(exc: Exception) -> bool:
     """RocksDB could not lock the store's LOCK file ("While lock file: .../LOCK: ..." from
     another process, "lock hold by current process ...: .../LOCK: ..." from this one). Not
     any message with "lock" in it: "block checksum mismatch" is a damaged table file."""
-    text = str(exc)
-    return text.startswith("IO error") and "/LOCK:" in text
+    return "/LOCK:" in str(exc)
 
 
 class RocksStore:

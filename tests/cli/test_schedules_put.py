@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.procs import settings_env
-from schedulerstream.bulkload import PIECE_MIN_LINES
+from schedulerstream.bulkload import PIECE_LINES
 from schedulerstream.cli.schedules_cmd import schedules
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.settings import Settings
@@ -173,7 +173,7 @@ def test_an_sqs_region_botocore_does_not_know_is_named_and_nothing_is_produced(
 def test_a_long_file_checked_by_two_processes_is_written_whole_and_in_order(
     topo: Settings, tmp_path: Path
 ) -> None:
-    count = PIECE_MIN_LINES + 500
+    count = 2 * PIECE_LINES + 500
     jobs = [_job(n) for n in range(count)]
     jobs[count - 3] = _job(4)  # defined again in the second piece: nothing is written
     command = [sys.executable, "-m", "schedulerstream.cli", "schedules", "put", "--processes", "2"]

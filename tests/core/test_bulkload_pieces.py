@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from schedulerstream import bulkload
-from schedulerstream.publish import Publisher
+from schedulerstream.publish import JobEncoder, Publisher
 from schedulerstream.settings import Settings
 
 LINES = 40
-PIECE_MIN = 10  # so that a 40-line file is cut into pieces
+PIECE = 5  # lines: so that a 40-line file is cut into up to 8 pieces
 
 
 def job(n: int, **fields: Any) -> dict[str, Any]:
@@ -48,7 +48,7 @@ class Unconnected(Publisher):
 
 @pytest.fixture(autouse=True)
 def pieces_of_small_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bulkload, "PIECE_MIN_LINES", PIECE_MIN)
+    monkeypatch.setattr(bulkload, "PIECE_LINES", PIECE)
     monkeypatch.setattr(bulkload, "now_us", lambda: 1_700_000_000_000_000)
 
 
@@ -113,8 +113,48 @@ def test_a_short_file_or_another_layout_stays_in_one_process(
     array = json.dumps([job(n) for n in range(LINES)])
     assert bulkload.json_lines(array) is None
     assert len(prepared(array, 4).written) == LINES
-    short = text_of([job(n) for n in range(PIECE_MIN - 1)])
-    assert len(prepared(short, 4).written) == PIECE_MIN - 1
+    short = text_of([job(n) for n in range(2 * PIECE - 1)])
+    assert len(prepared(short, 4).written) == 2 * PIECE - 1
+    settings = Settings(bootstrap_servers="127.0.0.1:1", data_dir=Path("/nonexistent"))
+    connected = Connected(settings, connect=False)  # its producer's threads must not fork
+    long = text_of([job(n) for n in range(LINES)])
+    assert len(bulkload.prepare(connected, long, None, 4).written) == LINES
+
+
+class Connected(Unconnected):
+    @property
+    def connected(self) -> bool:
+        return True
+
+
+def failing_encode(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """``JobEncoder.encode`` raises OverflowError on ``key`` (in forked workers too)."""
+    encode = JobEncoder.encode
+
+    def encode_or_fail(self: JobEncoder, job: Any) -> Any:
+        if job.key == key:
+            raise OverflowError("int too big to convert")
+        return encode(self, job)
+
+    monkeypatch.setattr(JobEncoder, "encode", encode_or_fail)
+
+
+def test_what_encoding_raises_is_raised_where_one_process_would_reach_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failing_encode(monkeypatch, "t1/job-31")
+    text = text_of([job(n) for n in range(LINES)])
+    for processes in (1, 2, 3):
+        with pytest.raises(OverflowError, match="int too big"):
+            prepared(text, processes)
+
+
+def test_an_error_before_it_wins_as_with_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    failing_encode(monkeypatch, "t1/job-31")
+    jobs = [job(n) for n in range(LINES)]
+    jobs[2] = job(2, schedule={"every": -1})
+    result = same_in_every_count(text_of(jobs))
+    assert len(result.errors) == 1 and result.errors[0].startswith("line 3: schedule.every: ")
 
 
 def test_progress_counts_the_lines_checked_up_to_all_of_them() -> None:
@@ -130,4 +170,4 @@ def test_progress_counts_the_lines_checked_up_to_all_of_them() -> None:
     assert {stage for stage, _, _ in told} == {"validating"}
     done = [d for _, d, _ in told]
     assert done == sorted(done) and done[-1] == lines and told[0][2] == lines
-    assert len(done) >= 3  # the first piece as it goes, then each piece
+    assert done[0] < lines  # the first piece as it goes, then each piece

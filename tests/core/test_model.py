@@ -297,3 +297,9 @@ def test_a_record_written_before_exclude_existed_reads_with_none() -> None:
     record = JobDefinition.model_validate(job(version=1)).to_avro()
     del record["schedule"]["exclude"]
     assert JobDefinition.from_avro(record).schedule.exclude == []
+
+
+def test_a_version_past_avros_long_is_refused_by_name() -> None:
+    assert JobDefinition.model_validate(job(version=2**63 - 1)).version == 2**63 - 1
+    field, message = error_of(job(version=2**63))
+    assert field == "version" and "9223372036854775807" in message
