@@ -193,7 +193,7 @@ class ScheduleSpec(_Strict):
 
 
 # An http(s) URL whose authority is a plain ASCII host and a port below 10,000: urlsplit's
-# verdict on it is known (yes), and urlsplit was 8 % of a bulk load's CPU. Anything else goes
+# verdict on it is known (yes), and the URL check was 8 % of a bulk load's CPU. Anything else goes
 # to urlsplit (which checks ports itself from Python 3.16).
 _PLAIN_HTTP_URL = re.compile(r"https?://[A-Za-z0-9._~!$&'()*+,;=%-]+(?::[0-9]{1,4})?(?:[/?#]|\Z)")
 
