@@ -131,7 +131,10 @@ def test_a_partitioned_dispatcher_sends_nothing_it_could_not_commit(
             at = first["received_at"]
             if first in from_a and cut_wall - window_s <= at <= cut_wall + MARGIN_S:
                 at_cut += 1  # in flight when a was cut off: its outcome never committed
-            elif handover_wall - window_s <= at <= handover_wall:
+            # b's requests in flight at its revocation may land a little after its log line
+            # (once: of the 22 attempts b aborted there, 16 landed before the line and 6 after
+            # it; a re-sent those 0.7 s later)
+            elif handover_wall - window_s <= at <= handover_wall + MARGIN_S:
                 at_handover += 1  # in flight at b when a rejoined: b aborts, a re-sends
             else:
                 unexplained.append((rid, [round(r["received_at"] - cut_wall, 2) for r in got]))
