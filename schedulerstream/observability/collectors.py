@@ -37,6 +37,10 @@ RUNTIME_COUNTERS = {
     "restored_records": ("restored_records", "Changelog records restored."),
     "changelog_records": ("changelog_records", "Changelog records produced."),
     "corrupt_stores": ("corrupt_stores", "State stores wiped and restored after damage."),
+    "stores_unavailable": (
+        "stores_unavailable",
+        "State-store opens or reads that failed for want of a resource (the task retries).",
+    ),
     "punctuate_errors": ("punctuate_errors", "Punctuate callbacks that failed."),
     "store_write_failures": (
         "store_write_failures",

@@ -24,7 +24,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from schedulerstream.clock import Clock
 from schedulerstream.errors import StateError
 from schedulerstream.kafka import clients
-from schedulerstream.runtime.store import NO_OFFSET, StateStore, StoreCorrupted, StoreWriteFailed
+from schedulerstream.runtime.store import (
+    NO_OFFSET,
+    StateStore,
+    StoreCorrupted,
+    StoreUnavailable,
+    StoreWriteFailed,
+)
 from schedulerstream.runtime.task import RestoreStats, Task, TaskState
 from schedulerstream.runtime.transaction import TransactionalProducer
 
@@ -180,15 +186,15 @@ class Restorer:
     def poll(self, timeout_s: float) -> list[Task]:
         """Apply up to one chunk of changelog records; return the tasks now caught up.
 
-        A store that fails to apply a record (StoreCorrupted) gets no more of the chunk, the
-        other tasks get all of theirs, and then that error is raised. Every store that
-        failed is first rewound: its unflushed records dropped and its replay sought back to
-        its last flushed offset, so none of its records is skipped if it stays (one whose
-        error is not the raised one fails again on a later poll)."""
+        A store that fails to apply a record (StoreCorrupted, StoreUnavailable) gets no more
+        of the chunk, the other tasks get all of theirs, and then that error is raised. Every
+        store that failed is first rewound: its unflushed records dropped and its replay
+        sought back to its last flushed offset, so none of its records is skipped if it stays
+        (one whose error is not the raised one fails again on a later poll)."""
         if not self._tasks:
             return []
         touched: dict[int, Task] = {}
-        damaged: dict[int, StoreCorrupted] = {}
+        damaged: dict[int, StoreCorrupted | StoreUnavailable] = {}
         for msg in self._consumer.consume(self._chunk, timeout_s):
             partition, offset, err = msg.partition(), msg.offset(), msg.error()
             if partition is None or offset is None:
@@ -207,7 +213,7 @@ class Restorer:
                 continue
             try:
                 self._restore_record(task.require_store(), key, value)
-            except StoreCorrupted as exc:
+            except (StoreCorrupted, StoreUnavailable) as exc:
                 damaged[partition] = exc
                 continue
             task.restore_position = offset + 1

@@ -30,7 +30,7 @@ from schedulerstream.runtime.committer import Committer
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
 from schedulerstream.runtime.quarantine import Quarantine
-from schedulerstream.runtime.store import StoreCorrupted
+from schedulerstream.runtime.store import StoreCorrupted, StoreUnavailable
 from schedulerstream.runtime.takeover import build_takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.tasks import Loop, StateListener, TaskManager
@@ -78,8 +78,8 @@ class Processor:
                 "records_processed", "records_rejected", "punctuate_errors", "commits",
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
                 "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
-                "store_write_failures", "standby_tasks", "fenced_predecessors",
-                "fetchers_restarted",
+                "stores_unavailable", "store_write_failures", "standby_tasks",
+                "fenced_predecessors", "fetchers_restarted",
             ),
             0,
         )  # fmt: skip
@@ -393,11 +393,11 @@ class Processor:
                     ctx.outputs.clear()
                     self._holds.hold(self._require_consumer(), msg, until_us)
                     return
-            except StoreCorrupted as exc:  # the record is fine, the local store is not
-                store.rollback()
+            except (StoreCorrupted, StoreUnavailable) as exc:  # the record is fine, the
+                store.rollback()  # local store is not
                 ctx.outputs.clear()
                 ctx.held_until_us = None
-                self.task_manager.store_corrupted(task, exc)
+                self.task_manager.store_failed(task, exc)
                 return
             except DependencyDown:  # the processor stops (errors.py)
                 raise
@@ -431,10 +431,10 @@ class Processor:
         store.savepoint()
         try:
             callback(ctx)
-        except StoreCorrupted as exc:
+        except (StoreCorrupted, StoreUnavailable) as exc:
             store.rollback()
             ctx.outputs.clear()
-            self.task_manager.store_corrupted(task, exc)
+            self.task_manager.store_failed(task, exc)
             return
         except DependencyDown:  # the processor stops (errors.py)
             raise

@@ -88,6 +88,16 @@ class StoreCorrupted(StateError):
         self.path = path
 
 
+class StoreUnavailable(StateError):
+    """The database could not be opened or read for want of a resource (too many open
+    files, no space, no memory, no permission): its files are not known to be damaged, so
+    nothing is wiped. The processor retries the task later from what the store holds."""
+
+    def __init__(self, path: Path, error: object) -> None:
+        super().__init__(f"state store {path} is unavailable: {error}")
+        self.path = path
+
+
 class StoreWriteFailed(StateError):
     """A write of the database failed (e.g. the disk is full): nothing of that batch was
     written. The processor retries the task's restore later; the changelog holds the data."""
@@ -102,6 +112,31 @@ def _is_lock_error(exc: Exception) -> bool:
     another process, "lock hold by current process ...: .../LOCK: ..." from this one). Not
     any message with "lock" in it: "block checksum mismatch" is a damaged table file."""
     return "/LOCK:" in str(exc)
+
+
+# strerror texts (RocksDB's "IO error: ...: <text>") that blame the machine, not the files
+RESOURCE_ERRORS = (
+    "Too many open files",  # EMFILE, and ENFILE's "... in system"
+    "No space left on device",
+    "Disk quota exceeded",
+    "Cannot allocate memory",
+    "Resource temporarily unavailable",
+    "Read-only file system",
+    "Permission denied",
+)
+
+
+def _is_resource_error(exc: object) -> bool:
+    text = str(exc)
+    return any(error in text for error in RESOURCE_ERRORS)
+
+
+def read_failure(path: Path, exc: object) -> StoreUnavailable | StoreCorrupted:
+    """What a failed open or read of the store at ``path`` means: the machine lacks a
+    resource (StoreUnavailable), or the files are damaged (StoreCorrupted)."""
+    if _is_resource_error(exc):
+        return StoreUnavailable(path, exc)
+    return StoreCorrupted(path, exc)
 
 
 class RocksStore:
@@ -124,11 +159,14 @@ class RocksStore:
         """Open (creating) the store at ``path``; a store that fails to open is wiped.
 
         A lock held by another live process (or a handle of this one still open) is not a
-        corrupt store: that raises StateError.
+        corrupt store: that raises StateError. Nor is a store the machine lacks a resource
+        to open (too many open files, say): that raises StoreUnavailable.
         """
         try:
             return cls(cls._open_db(path), path)
         except Exception as exc:
+            if _is_resource_error(exc):  # even opening LOCK can fail for want of one
+                raise StoreUnavailable(path, exc) from exc
             if _is_lock_error(exc):
                 raise StateError(f"state store {path} is locked: {exc}") from exc
             shutil.rmtree(path, ignore_errors=True)
@@ -167,7 +205,7 @@ class RocksStore:
         try:
             value: bytes | None = self._db.get(key)
         except Exception as exc:
-            raise StoreCorrupted(self.path, exc) from exc
+            raise read_failure(self.path, exc) from exc
         return value
 
     def range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
@@ -231,7 +269,7 @@ class RocksStore:
         # raised without the iterator's frames in its traceback: a live iterator would keep
         # the database open (and locked) while the processor wipes it
         del it
-        raise StoreCorrupted(self.path, error)
+        raise read_failure(self.path, error)
 
     # -- writes ---------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes, *, logged: bool = True) -> None:
@@ -340,8 +378,8 @@ class RocksStore:
         """The last changelog offset written into the store; NO_OFFSET if none; None if the
         stored value is missing or corrupt."""
         try:
-            raw = self._db.get(OFFSET_KEY)
-        except Exception:
+            raw = self._read(OFFSET_KEY)
+        except StoreCorrupted:
             return None  # unreadable: restored cold
         if raw is None or len(raw) != _OFFSET.size:
             return None
@@ -353,8 +391,8 @@ class RocksStore:
         was never recorded (a store of an older version); 0, as old as can be, when the
         record is unreadable."""
         try:
-            raw = self._db.get(WRITTEN_KEY)
-        except Exception:
+            raw = self._read(WRITTEN_KEY)
+        except StoreCorrupted:
             return 0
         if raw is None:
             return None
@@ -366,10 +404,9 @@ class RocksStore:
     def source(self) -> bytes | None:
         """Which changelog (topic, partition, topic id) this store caches."""
         try:
-            value: bytes | None = self._db.get(SOURCE_KEY)
-        except Exception:
+            return self._read(SOURCE_KEY)
+        except StoreCorrupted:
             return None  # unreadable: does not match, restored cold
-        return value
 
     def set_source(self, source: bytes, written_us: int) -> None:
         """Record the changelog this store caches (with a NO_OFFSET position), from
@@ -392,7 +429,9 @@ class RocksStore:
                 return False
             try:
                 it.status()
-            except Exception:
+            except Exception as exc:
+                if _is_resource_error(exc):
+                    raise StoreUnavailable(self.path, exc) from None
                 return False  # damaged: not known to be empty (so it is wiped)
             return True
         finally:

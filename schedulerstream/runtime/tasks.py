@@ -22,7 +22,7 @@ from schedulerstream.runtime.changelog import Restorer
 from schedulerstream.runtime.committer import Committer
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
-from schedulerstream.runtime.store import StoreCorrupted, StoreWriteFailed
+from schedulerstream.runtime.store import StoreCorrupted, StoreUnavailable, StoreWriteFailed
 from schedulerstream.runtime.takeover import Takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.topology import Topology
@@ -117,6 +117,12 @@ class TaskManager:
             for damaged in list(self.tasks.values()):
                 if damaged.store is not None and damaged.store.path == exc.path:
                     self.store_corrupted(damaged, exc)
+        except StoreUnavailable as exc:
+            caught_up = []
+            for stuck in list(self.tasks.values()):
+                if stuck.store is not None and stuck.store.path == exc.path:
+                    self.metrics["stores_unavailable"] += 1
+                    self._retry_later(stuck, exc)
         except StoreWriteFailed as exc:
             caught_up = []
             for stuck in list(self.tasks.values()):
@@ -218,6 +224,8 @@ class TaskManager:
             log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
             task.wait_until(self.clock.monotonic() + SETTLE_RETRY_S)
         except StateError as exc:  # its store cannot be opened or written (disk full)
+            if isinstance(exc, StoreUnavailable):
+                self.metrics["stores_unavailable"] += 1
             log.error("task %d: restore cannot start: %s; retrying in %.0f s", task.partition,
                       exc, STORE_RETRY_S)  # fmt: skip
             task.wait_until(self.clock.monotonic() + STORE_RETRY_S)
@@ -234,6 +242,24 @@ class TaskManager:
             self.holds.forget(task.partition)  # the restore seeks and resumes every input
             consumer.pause(self.input_tps(task.partition))
             self.begin_restore(task)
+
+    def store_failed(self, task: Task, exc: StoreCorrupted | StoreUnavailable) -> None:
+        """A read of ``task``'s store failed: ``store_corrupted`` or ``store_unavailable``."""
+        if isinstance(exc, StoreCorrupted):
+            self.store_corrupted(task, exc)
+        else:
+            self.store_unavailable(task, exc)
+
+    def store_unavailable(self, task: Task, exc: StoreUnavailable) -> None:
+        """A read of ``task``'s store failed for want of a resource (too many open files,
+        say): its files are kept. As for a damaged store, the open transaction is aborted and
+        every RUNNING task rebuilt; this one then waits ``STORE_RETRY_S`` and restores again
+        from what its store holds."""
+        self.metrics["stores_unavailable"] += 1
+        if task.state is TaskState.RUNNING:
+            failure = TransactionFailed(Failure.ABORTABLE, f"task {task.partition}: {exc}")
+            self._require_loop().recover(failure)
+        self._retry_later(task, exc)
 
     def store_corrupted(self, task: Task, exc: StoreCorrupted) -> None:
         """A read of ``task``'s store failed: wipe it and restore it cold from the changelog.
@@ -252,12 +278,16 @@ class TaskManager:
         self.begin_restore(task)
 
     def _store_write_failed(self, task: Task, exc: Exception) -> None:
-        """The store could not be written during restore (the disk is full, say): pause the
-        task and start its restore again later, from what the store holds; it runs again once
-        the writes succeed. Nothing is lost: the changelog and the inputs hold it all."""
+        """The store could not be written during restore (the disk is full, say)."""
+        self.metrics["store_write_failures"] += 1
+        self._retry_later(task, exc)
+
+    def _retry_later(self, task: Task, exc: Exception) -> None:
+        """Pause the task and start its restore again later, from what the store holds; it
+        runs again once the store can be used. Nothing is lost: the changelog and the inputs
+        hold it all."""
         log.error("task %d: %s; retrying its restore in %.0f s", task.partition, exc,
                   STORE_RETRY_S)  # fmt: skip
-        self.metrics["store_write_failures"] += 1
         self._require_restorer().stop(task)
         task.suspend()
         task.close_store()  # RocksDB refuses every write after one failed: reopen it later

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from schedulerstream.clock import SystemClock
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.changelog import Restorer, describe
-from schedulerstream.runtime.store import StateStore, StoreCorrupted
+from schedulerstream.runtime.store import StateStore, StoreCorrupted, StoreUnavailable
 from schedulerstream.runtime.task import Task
 from schedulerstream.settings import Settings
 from tests.support.waits import wait_until
@@ -24,13 +24,17 @@ pytestmark = pytest.mark.kafka
 RECORDS = 200  # a partition; both partitions fit one chunk
 
 
-def restorer(settings: Settings, fail_at: dict[int, bytes], seen: list[bytes]) -> Restorer:
-    """A restorer whose stores fail on the keys of ``fail_at`` (as a damaged block would)."""
+def restorer(
+    settings: Settings, fail_at: dict[int, bytes], seen: list[bytes],
+    error: type[StoreCorrupted | StoreUnavailable] = StoreCorrupted,
+) -> Restorer:  # fmt: skip
+    """A restorer whose stores fail on the keys of ``fail_at`` (as a damaged block would, or
+    a read refused for want of file descriptors)."""
 
     def restore_record(store: StateStore, key: bytes, value: bytes | None) -> None:
         partition = int(key.split(b"/")[0])
         if fail_at.get(partition) == key:
-            raise StoreCorrupted(Path(f"store-{partition}"), "block checksum mismatch")
+            raise error(Path(f"store-{partition}"), "block checksum mismatch")
         seen.append(key)
         if value is not None:
             store.put(key, value)
@@ -64,21 +68,24 @@ def started(settings: Settings, restore: Restorer, tmp_path: Path) -> dict[int, 
     return tasks
 
 
-@pytest.mark.parametrize("failing", [0, 1])
+@pytest.mark.parametrize(
+    ("failing", "error"), [(0, StoreCorrupted), (1, StoreCorrupted), (0, StoreUnavailable)]
+)
 def test_a_failing_store_keeps_the_others_records(
-    counter_settings: Settings, tmp_path: Path, failing: int
-) -> None:
+    counter_settings: Settings, tmp_path: Path, failing: int,
+    error: type[StoreCorrupted | StoreUnavailable],
+) -> None:  # fmt: skip
     fill(counter_settings)
     seen: list[bytes] = []
-    restore = restorer(counter_settings, {failing: f"{failing}/0050".encode()}, seen)
+    restore = restorer(counter_settings, {failing: f"{failing}/0050".encode()}, seen, error)
     tasks = started(counter_settings, restore, tmp_path)
     healthy = tasks[1 - failing]
-    failed: list[StoreCorrupted] = []
+    failed: list[StoreCorrupted | StoreUnavailable] = []
 
     def step() -> bool:
         try:
             caught = restore.poll(0.5)
-        except StoreCorrupted as exc:
+        except error as exc:
             failed.append(exc)
             restore.stop(tasks[failing])
             return False

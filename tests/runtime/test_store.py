@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from rocksdict import Options, Rdict
 
 from schedulerstream.errors import StateError, StateTooLarge
-from schedulerstream.runtime.store import NO_OFFSET, WRITE_BUFFER_BYTES, RocksStore, prefix_end
+from schedulerstream.runtime.store import (
+    NO_OFFSET,
+    WRITE_BUFFER_BYTES,
+    RocksStore,
+    StoreCorrupted,
+    StoreUnavailable,
+    prefix_end,
+    read_failure,
+)
 
 
 @pytest.fixture
@@ -194,6 +204,60 @@ def test_a_locked_store_is_not_wiped(tmp_path: Path) -> None:
         RocksStore.open(tmp_path / "db")
     assert store.get(b"a") == b"1"
     store.close()
+
+
+OPEN_UNDER_A_LIMIT = """
+import os, resource, sys
+from pathlib import Path
+from schedulerstream.runtime.store import RocksStore, StoreUnavailable
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+used = len(os.listdir("/proc/self/fd"))
+refused = 0
+for extra in range(8):  # each limit stops RocksDB at another file (CURRENT, a table, ...)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (used + extra, hard))
+    try:
+        RocksStore.open(Path(sys.argv[1])).close()
+    except StoreUnavailable as exc:
+        assert "Too many open files" in str(exc), exc
+        refused += 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(refused)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_a_store_opened_without_enough_file_descriptors_is_kept(tmp_path: Path) -> None:
+    """Too many open files is the machine's limit, not damage: the store is not wiped (it
+    used to be, and restored cold, which made more files to open)."""
+    store = RocksStore.open(tmp_path / "db")
+    for n in range(4):  # several table files
+        for i in range(500):
+            store.put(f"job/{n}/{i:03}".encode(), b"v" * 100)
+        store.flush(n)
+        store._db.flush()
+    store.close()
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_UNDER_A_LIMIT, str(tmp_path / "db")],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 4  # most limits were met, and refused without a wipe
+    reopened = RocksStore.open(tmp_path / "db")
+    assert reopened.changelog_offset() == 3
+    assert len(list(reopened.prefix(b"job/"))) == 2000
+    reopened.close()
+
+
+def test_a_read_failure_is_told_apart_by_its_cause(tmp_path: Path) -> None:
+    emfile = "IO error: While open a file for random read: 000012.sst: Too many open files"
+    assert isinstance(read_failure(tmp_path, emfile), StoreUnavailable)
+    assert isinstance(read_failure(tmp_path, "IO error: No space left on device"),
+                      StoreUnavailable)  # fmt: skip
+    damaged = "Corruption: block checksum mismatch: stored = 1, computed = 2"
+    assert isinstance(read_failure(tmp_path, damaged), StoreCorrupted)
+    assert isinstance(read_failure(tmp_path, "IO error: 000012.sst: No such file or directory"),
+                      StoreCorrupted)  # fmt: skip
 
 
 def test_close_releases_the_lock_after_an_abandoned_scan(tmp_path: Path) -> None:
