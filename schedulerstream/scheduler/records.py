@@ -28,6 +28,9 @@ _NULL = b"\x00"
 _EMPTY = b"\x00"  # an empty array (a zero block count)
 _NO_DEFINITION = b"\x00"  # empty bytes (a zero length)
 RunParts = tuple[bytes, bytes, bytes]  # see run_parts
+# paused, fired_through_us, next_fire_us, next_not_before_us, next_emit_us, runs_emitted
+_Timers = tuple[bool, int, int | None, int | None, int | None, int]
+TIMERS_LIMIT = 4096  # distinct timer tails remembered (then forgotten all at once)
 
 
 def _optional(n: int | None) -> bytes:
@@ -52,6 +55,10 @@ class FastRecords:
         self.run_header = MARKER + codec.current["RunTriggered"].fingerprint
         self.job_header = MARKER + codec.current["SchedulerJob"].fingerprint
         self._triggers: dict[str, bytes] = {}
+        # a job record's bytes after its definition → its timer fields, for records with no
+        # pending run, request or backfill: jobs on one schedule share them (see read_job)
+        self._timers: dict[bytes, _Timers] = {}
+        self._tails: dict[_Timers, bytes] = {}  # the other way (see job)
 
     @classmethod
     def for_codec(cls, codec: Codec) -> FastRecords | None:
@@ -77,12 +84,25 @@ class FastRecords:
         ))  # fmt: skip
 
     def job(self, state: JobState) -> bytes:
-        """The SchedulerJob record of ``state``."""
+        """The SchedulerJob record of ``state`` (its bytes after the definition written once
+        for each distinct set of timer fields, when it has no pending run, request or
+        backfill: the jobs of a burst share them)."""
+        head = (self.job_header, long_bytes(state.version), long_bytes(len(state.definition)),
+                state.definition)  # fmt: skip
+        if state.pending or state.recent_requests or state.backfills:
+            return b"".join((*head, self._job_tail(state)))
+        timers = (state.paused, state.fired_through_us, state.next_fire_us,
+                  state.next_not_before_us, state.next_emit_us, state.runs_emitted)  # fmt: skip
+        tail = self._tails.get(timers)
+        if tail is None:
+            if len(self._tails) >= TIMERS_LIMIT:
+                self._tails.clear()
+            tail = self._tails[timers] = self._job_tail(state)
+        return b"".join((*head, tail))
+
+    def _job_tail(self, state: JobState) -> bytes:
+        """A SchedulerJob record's bytes after the definition."""
         parts = [
-            self.job_header,
-            long_bytes(state.version),
-            long_bytes(len(state.definition)),
-            state.definition,
             b"\x01" if state.paused else b"\x00",
             instant_bytes(state.fired_through_us),
             _optional(state.next_fire_us),
@@ -110,15 +130,32 @@ class FastRecords:
         return b"".join(parts)
 
     def read_job(self, data: bytes) -> JobState:
-        """A SchedulerJob record as a JobState (``JobState.decode``, several times faster)."""
+        """A SchedulerJob record as a JobState (``JobState.decode``, several times faster).
+
+        The fields after the definition are read once for each distinct run of bytes: the
+        jobs of a burst (one schedule, one instant) share them, and reading their longs is
+        most of the work. A hit is what the full read would give: the same bytes, read the
+        same way, once found to end the record with no pending run, request or backfill."""
         if data[:10] != self.job_header:
             return JobState.decode(self.codec, data)
         try:
+            version, i = read_long(data, 10)
+            size, i = read_long(data, i)
+            timers = self._timers.get(data[i + size :]) if size >= 0 else None
+            if timers is not None:
+                return JobState(version, data[i : i + size], *timers, [], [], [])
             state, end = _job_state(data, 10)
         except (IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise CodecError(f"SchedulerJob: corrupt Avro body: {exc}") from exc
         if end != len(data):
             raise CodecError(f"SchedulerJob: {len(data) - end} bytes after the record")
+        if not (state.pending or state.recent_requests or state.backfills):
+            if len(self._timers) >= TIMERS_LIMIT:
+                self._timers.clear()
+            self._timers[data[i + size :]] = (
+                state.paused, state.fired_through_us, state.next_fire_us,
+                state.next_not_before_us, state.next_emit_us, state.runs_emitted,
+            )  # fmt: skip
         return state
 
     def _matches(self) -> bool:

@@ -52,6 +52,32 @@ def test_a_damaged_job_record_is_a_codec_error_naming_it() -> None:
         fast.read_job(b"\xc3\x01" + b"\x00" * 8 + whole[10:])  # not written by a known schema
 
 
+def test_job_records_sharing_their_timer_fields_read_and_write_as_they_would_alone() -> None:
+    """The second read of the same timer bytes is a hit (read_job remembers them), and so
+    is the second write of the same timer fields: each state is still the full read's, with
+    its own version, definition and lists, and each record the codec's."""
+    codec = default_codec()
+    fast = FastRecords.for_codec(codec)
+    assert fast is not None
+    t = 1_733_000_000_000_000
+    states = [JobState(t + n, bytes([n]) * (9 + n), False, t, t + 1, t + 2, t + 3, 5)
+              for n in range(4)]  # fmt: skip
+    states.append(JobState(t, b"d", True, t, None, None, None, 0))
+    states.append(JobState(t, b"d", False, t, t + 1, t + 2, t + 3, 5, [PendingRun("a@1", 1, 2)]))
+    for _ in range(2):  # a miss, then a hit (a state with lists is never remembered)
+        for state in states:
+            assert fast.job(state) == state.encode(codec)
+            read = fast.read_job(state.encode(codec))
+            assert read == state
+            read.pending.append(PendingRun("b@2", 3, 4))  # its lists are its own
+    assert len(fast._timers) == len(fast._tails) == 2  # the four's timers, the paused job's
+    cut = fast.job(states[0])
+    with pytest.raises(CodecError, match="corrupt Avro body"):  # a definition length that
+        fast.read_job(cut[:18] + b"\x01" + cut[19:])  # is negative is no hit
+    with pytest.raises(CodecError, match="corrupt Avro body"):
+        fast.read_job(cut[:18] + b"\x7e" + cut[19:])  # nor one running past the end
+
+
 @pytest.mark.parametrize("payload", [None, "", '{"k": "é…"}', "x" * 10_000])
 @pytest.mark.parametrize("trigger", ["scheduled", "catch_up", "backfill", "manual"])
 @pytest.mark.parametrize("spec", ["[]", '["{\\"url\\":\\"https://h.test/é\\"}",30.0]'])
