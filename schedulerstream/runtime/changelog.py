@@ -141,10 +141,10 @@ class Restorer:
         """Open the task's store, decide warm or cold, and begin replaying (``state``:
         RESTORING, or STANDBY for a copy that follows the log until it is closed).
 
-        A KafkaException (log end unknown) leaves the task as it was, to be retried."""
+        A KafkaException (log end unknown) or a store that cannot be read (StoreUnavailable)
+        leaves the task as it was, to be retried."""
         store = task.open_store()
-        low, end = self.watermarks(self._tp(task))  # raises before any change of state
-        task.transition(state)
+        low, end = self.watermarks(self._tp(task))
         source = self._source_prefix + str(task.partition).encode()
         offset = store.changelog_offset()
         start = NO_OFFSET + 1 if offset is None else offset + 1
@@ -153,8 +153,11 @@ class Restorer:
         age_us = 0 if written is None else self._clock.now_us() - written
         # the log's last record is a commit marker: one more offset moved nothing
         stale = age_us > self._stale_after_us and end > start + 1
-        if store.source() != source or offset is None or start > end or start < low or stale:
-            if not store.is_empty():
+        mismatch = store.source() != source or offset is None or start > end or start < low
+        occupied = (mismatch or stale) and not store.is_empty()
+        task.transition(state)  # every read that can raise is done
+        if mismatch or stale:
+            if occupied:
                 log.warning(
                     "task %d: store does not match %s (offset %s, log %d..%d, last written "
                     "%.1f h ago): rebuilding", task.partition, self.topic, offset, low, end,

@@ -82,8 +82,8 @@ class Standbys:
                     log.info("standby %d caught up at offset %d (%d records applied)",
                              task.partition, task.restore_position - 1,
                              task.restore.records)  # fmt: skip
-        except StateError as exc:  # StoreCorrupted, StoreWriteFailed: drop it, start it later
-            path = getattr(exc, "path", None)
+        except StateError as exc:  # StoreCorrupted (wiped), StoreUnavailable, StoreWriteFailed:
+            path = getattr(exc, "path", None)  # drop the standby, start it again later
             for partition, task in list(self.tasks.items()):
                 if path is None or (task.store is not None and task.store.path == path):
                     log.warning("standby %d: %s; starting it again later", partition, exc)

@@ -90,8 +90,8 @@ class StoreCorrupted(StateError):
 
 class StoreUnavailable(StateError):
     """The database could not be opened or read for want of a resource (too many open
-    files, no space, no memory, no permission): its files are not known to be damaged, so
-    nothing is wiped. The processor retries the task later from what the store holds."""
+    files, no space, no memory, a read-only file system): its files are not known to be
+    damaged, so nothing is wiped. The processor retries the task later from what the store holds."""
 
     def __init__(self, path: Path, error: object) -> None:
         super().__init__(f"state store {path} is unavailable: {error}")
@@ -108,21 +108,24 @@ class StoreWriteFailed(StateError):
 
 
 def _is_lock_error(exc: Exception) -> bool:
-    """RocksDB could not lock the store's LOCK file ("While lock file: .../LOCK: ..." from
-    another process, "lock hold by current process ...: .../LOCK: ..." from this one). Not
-    any message with "lock" in it: "block checksum mismatch" is a damaged table file."""
-    return "/LOCK:" in str(exc)
+    """RocksDB could not lock the store's LOCK file ("While lock file: .../LOCK: Resource
+    temporarily unavailable" from another process, "lock hold by current process ...:
+    .../LOCK: ..." from this one). Not any message with "lock" in it: "block checksum
+    mismatch" is a damaged table file; nor a LOCK file it could not open ("while open a
+    file for lock: .../LOCK: Too many open files")."""
+    text = str(exc)
+    return "/LOCK:" in text and "open a file for lock" not in text
 
 
-# strerror texts (RocksDB's "IO error: ...: <text>") that blame the machine, not the files
+# strerror texts (RocksDB's "IO error: ...: <text>") that blame the machine, not the files:
+# wiping the store would not help. Not EACCES: a file this process may not read in a
+# directory it may write is healed by a wipe.
 RESOURCE_ERRORS = (
     "Too many open files",  # EMFILE, and ENFILE's "... in system"
     "No space left on device",
     "Disk quota exceeded",
     "Cannot allocate memory",
-    "Resource temporarily unavailable",
     "Read-only file system",
-    "Permission denied",
 )
 
 
@@ -165,10 +168,10 @@ class RocksStore:
         try:
             return cls(cls._open_db(path), path)
         except Exception as exc:
-            if _is_resource_error(exc):  # even opening LOCK can fail for want of one
-                raise StoreUnavailable(path, exc) from exc
             if _is_lock_error(exc):
                 raise StateError(f"state store {path} is locked: {exc}") from exc
+            if _is_resource_error(exc):
+                raise StoreUnavailable(path, exc) from exc
             shutil.rmtree(path, ignore_errors=True)
             try:
                 return cls(cls._open_db(path), path)

@@ -223,11 +223,14 @@ class TaskManager:
         except KafkaException as exc:
             log.warning("task %d: restore cannot start yet: %s", task.partition, exc)
             task.wait_until(self.clock.monotonic() + SETTLE_RETRY_S)
-        except StateError as exc:  # its store cannot be opened or written (disk full)
+        except StateError as exc:  # its store cannot be opened, read or written (disk full)
             if isinstance(exc, StoreUnavailable):
                 self.metrics["stores_unavailable"] += 1
             log.error("task %d: restore cannot start: %s; retrying in %.0f s", task.partition,
                       exc, STORE_RETRY_S)  # fmt: skip
+            if task.state is TaskState.RESTORING:  # it failed past its start (set_source)
+                task.suspend()
+                task.close_store()
             task.wait_until(self.clock.monotonic() + STORE_RETRY_S)
 
     def rebuild(self, tasks: list[Task]) -> None:

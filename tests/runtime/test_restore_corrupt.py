@@ -16,7 +16,7 @@ from schedulerstream.clock import SystemClock
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.changelog import Restorer, describe
 from schedulerstream.runtime.store import StateStore, StoreCorrupted, StoreUnavailable
-from schedulerstream.runtime.task import Task
+from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.settings import Settings
 from tests.support.waits import wait_until
 
@@ -34,7 +34,8 @@ def restorer(
     def restore_record(store: StateStore, key: bytes, value: bytes | None) -> None:
         partition = int(key.split(b"/")[0])
         if fail_at.get(partition) == key:
-            raise error(Path(f"store-{partition}"), "block checksum mismatch")
+            why = "block checksum mismatch" if error is StoreCorrupted else "Too many open files"
+            raise error(Path(f"store-{partition}"), why)
         seen.append(key)
         if value is not None:
             store.put(key, value)
@@ -126,3 +127,27 @@ def test_two_failing_stores_each_fail_and_skip_nothing(
     restore.close()
     for task in tasks.values():
         task.close()
+
+
+def test_a_store_unreadable_as_its_restore_starts_leaves_the_task_as_it_was(
+    counter_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its task stays in its state (here CREATED) and unregistered, so the processor can
+    park it and retry; it once moved to RESTORING first, and then could not be parked."""
+    fill(counter_settings)
+    restore = restorer(counter_settings, {}, [])
+    task = Task(0, (counter_settings.topic("in"),), tmp_path / "0")
+    store = task.open_store()
+
+    def unavailable(key: bytes) -> bytes | None:
+        raise StoreUnavailable(store.path, "IO error: 000042.sst: Too many open files")
+
+    monkeypatch.setattr(store, "_read", unavailable)
+    with pytest.raises(StoreUnavailable):
+        restore.start(task)
+    assert task.state is TaskState.CREATED and not restore.restoring()
+    monkeypatch.undo()  # the resource is back
+    restore.start(task)
+    assert task.state is TaskState.RESTORING and restore.restoring()
+    restore.close()
+    task.close()

@@ -17,6 +17,7 @@ from schedulerstream.runtime.store import (
     RocksStore,
     StoreCorrupted,
     StoreUnavailable,
+    _is_lock_error,
     prefix_end,
     read_failure,
 )
@@ -258,6 +259,12 @@ def test_a_read_failure_is_told_apart_by_its_cause(tmp_path: Path) -> None:
     assert isinstance(read_failure(tmp_path, damaged), StoreCorrupted)
     assert isinstance(read_failure(tmp_path, "IO error: 000012.sst: No such file or directory"),
                       StoreCorrupted)  # fmt: skip
+    # a LOCK another process holds is a lock; a LOCK file that cannot be opened is not
+    assert _is_lock_error(Exception("IO error: While lock file: /s/LOCK: Resource temporarily "
+                                    "unavailable"))  # fmt: skip
+    assert not _is_lock_error(Exception("IO error: while open a file for lock: /s/LOCK: Too "
+                                        "many open files"))  # fmt: skip
+    assert not _is_lock_error(Exception("Corruption: block checksum mismatch"))
 
 
 def test_close_releases_the_lock_after_an_abandoned_scan(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from schedulerstream.runtime import Processor, TaskContext, TaskState
+from schedulerstream.runtime import tasks as task_manager
 from schedulerstream.runtime.store import StoreUnavailable
 from schedulerstream.settings import Settings
 from tests.runtime.rt_helpers import assert_exactly_once, counts, drive, keyed, produce, read_all
@@ -42,9 +43,10 @@ class UnavailableOnce(CounterTopology):
 
 
 def test_a_read_failing_for_want_of_a_resource_keeps_the_store_and_the_record(
-    counter_settings: Settings,
+    counter_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = counter_settings
+    monkeypatch.setattr(task_manager, "STORE_RETRY_S", 15.0)  # room for the others to finish first
     produce(s, "in", keyed(KEYS, 2))
     topology = UnavailableOnce(s)
     proc = Processor(s, topology)
