@@ -169,6 +169,12 @@ class FastRecords:
             return False
         if self.read_job(state.encode(self.codec)) != state:
             return False
+        plain = JobState(3, b"#ref", False, 1 << 50, 1 << 51, None, -5, 7)
+        for _ in range(2):  # a miss, then a hit of each memo (see job and read_job)
+            if self.job(plain) != plain.encode(self.codec):
+                return False
+            if self.read_job(plain.encode(self.codec)) != plain:
+                return False
         record: dict[str, Any] = {
             "run_id": "t/j@20240101T000000Z", "tenant": "t", "job_id": "j",
             "scheduled_at_us": 1 << 52, "not_before_us": -1, "emitted_at_us": 63,
