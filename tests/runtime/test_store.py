@@ -230,7 +230,7 @@ print(refused)
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
 def test_a_store_opened_without_enough_file_descriptors_is_kept(tmp_path: Path) -> None:
     """Too many open files is the machine's limit, not damage: the store is not wiped (it
-    used to be, and restored cold, which made more files to open)."""
+    used to be, for a cold restore that makes more files to open)."""
     store = RocksStore.open(tmp_path / "db")
     for n in range(4):  # several table files
         for i in range(500):

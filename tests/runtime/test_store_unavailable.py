@@ -3,7 +3,7 @@ wiped: its task waits and restores warm from what it holds, the record that met 
 processed then (never rejected), and the other tasks run meanwhile (real broker).
 
 Before the fix any failed read counted as damage: the store was wiped and restored cold,
-and under a file-descriptor limit the cold restore made more files to open.
+and under a file-descriptor limit a cold restore makes more files to open.
 """
 
 from __future__ import annotations
