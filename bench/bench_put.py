@@ -2,7 +2,8 @@
 records.
 
 One job file of N varied jobs (cron and interval schedules, HTTP and Kafka targets, payloads) is
-written three times, each to a fresh topic set:
+written three times, each to a fresh topic set, timed once the broker has finished creating
+it (``fresh`` waits: a load of 20,000 jobs lasts about as long as that work):
 
 - raw: the records ``put`` produces for it (``Publisher.encode_jobs``: same keys and values, no
   headers), precomputed, through a plain producer (``producer_config``'s defaults); timed from

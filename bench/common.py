@@ -98,7 +98,33 @@ def fresh(
     )
     if apply:
         topics.apply(settings)
+        wait_broker_settled()
     return settings
+
+
+SETTLED_CORES = 0.15  # the broker below this for one SETTLE_WINDOW_S: its topic creation done
+
+
+SETTLE_WINDOW_S = 0.2
+
+
+def wait_broker_settled(timeout: float = 10.0) -> float:
+    """Wait until the bench broker has finished the work new topics give it (creating their
+    logs takes it 1-1.5 cores for about 0.5 s after ``topics.apply`` returns, which a phase
+    timed at once would share the cores with); the seconds waited. Gives up after
+    ``timeout`` (the phase's own noise figures then tell)."""
+    pid = broker_pid()
+    started = time.monotonic()
+    if pid is None:
+        return 0.0
+    used, at = cpu_seconds(pid), started
+    while time.monotonic() - started < timeout:
+        time.sleep(SETTLE_WINDOW_S)  # the sampling window of a CPU reading, not a wait for it
+        now, now_used = time.monotonic(), cpu_seconds(pid)
+        if (now_used - used) / (now - at) < SETTLED_CORES:
+            break
+        used, at = now_used, now
+    return time.monotonic() - started
 
 
 def drop_topics(settings: Settings) -> None:
