@@ -8,6 +8,7 @@ import sys
 import click
 
 from schedulerstream.errors import ConnectError
+from schedulerstream.kafka.access import check_access
 from schedulerstream.kafka.connect import (
     DEFAULT_PORT,
     ConnectClient,
@@ -45,7 +46,8 @@ def connect() -> None:
 def up(names: tuple[str, ...], port: int, url: str | None, assignments: tuple[str, ...],
        timeout: float) -> None:  # fmt: skip
     """Start the worker (unless --url) and create or update the connectors NAMES (file stems
-    in topologies/connect/; default all), then wait until they run."""
+    in topologies/connect/; default all), then wait until they run. A local worker's principal
+    is checked first: a missing ACL or a failed login stops it at once, naming what is wrong."""
     settings = get_settings()
     overrides = {}
     for item in assignments:
@@ -60,6 +62,7 @@ def up(names: tuple[str, ...], port: int, url: str | None, assignments: tuple[st
         if not client.answers():
             raise ConnectError(f"no Connect worker answers at {url}")
     else:
+        check_access(settings, "connect")  # its principal may log in and has its ACLs
         local = LocalConnect(settings, port)
         click.echo(local.up(timeout=timeout), err=True)
         client = local.client
