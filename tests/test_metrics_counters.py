@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from schedulerstream.dispatcher.logic import Counters as DispatcherCounters
 from schedulerstream.observability.collectors import DISPATCHER_COUNTERS, SCHEDULER_COUNTERS
-from schedulerstream.scheduler.logic import Counters as SchedulerCounters
+from schedulerstream.scheduler.counters import Counters as SchedulerCounters
 
 # exported as labelled series of their own (runs_emitted by trigger, runs_finished by outcome)
 BY_LABEL = {"by_trigger", "finished"}

@@ -2,15 +2,14 @@
 
 It works on a store, through ``JobRecords`` (job states and definitions changelogged; the
 ``due/`` and ``bf/`` indexes derived), and an output that produces into the current
-transaction. No Kafka consumer code lives here.
+transaction. The pauses it writes itself (a PauseJob command, a quarantine) are
+``pauses.Pauses``'. No Kafka consumer code lives here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, DependencyDown, StateError
@@ -22,10 +21,10 @@ from schedulerstream.ingest import (
     job_key_from_record_key,
 )
 from schedulerstream.limits import RecordLimits
-from schedulerstream.model import MAX_PAUSED_REASON
 from schedulerstream.scheduler import keys
+from schedulerstream.scheduler.counters import Counters
 from schedulerstream.scheduler.jobs import JobRecords, Store
-from schedulerstream.scheduler.pause_notice import paused_notice
+from schedulerstream.scheduler.pauses import Pauses
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.state import BackfillCursor, JobState, PendingRun
 from schedulerstream.scheduler.timers import (
@@ -33,11 +32,11 @@ from schedulerstream.scheduler.timers import (
     Missed,
     TimerSettings,
     advance,
+    next_instant,
     revoke_pending,
     schedule_next,
 )
 from schedulerstream.scheduler.writer import Output, RecordWriter, Topics
-from schedulerstream.timing import Schedule
 
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
@@ -45,19 +44,6 @@ INLINE_CHUNK = 1000  # job records a tick rewrites with their definition (inline
 
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Counters:
-    runs_revoked: int = 0
-    instants_missed: int = 0
-    stale_versions: int = 0
-    duplicate_requests: int = 0
-    paused_by_command: int = 0
-    pauses_ignored: int = 0
-    quarantined: int = 0  # jobs paused because a record of theirs could not be written
-    failed_ticks: int = 0  # ticks of one job that raised (the job is quarantined)
-    by_trigger: dict[str, int] = field(default_factory=dict)
 
 
 class SchedulerLogic:
@@ -85,10 +71,8 @@ class SchedulerLogic:
         self.writer = RecordWriter(codec, topics, instance, self.jobs.records)
         self.counters = Counters()
         self._latest_us: dict[int, int] = {}  # per partition: the latest "now" seen
-        # per partition: jobs whose run could not be written, paused when the input is done
-        self._to_quarantine: dict[int, dict[str, str]] = {}
-        # jobs whose tick and quarantine both raised: left out of ticks until a new version
-        self._broken: dict[int, set[str]] = {}
+        self.pauses = Pauses(codec, self.limits, topics, self.jobs, self.plans, self.writer,
+                             self.counters, self)  # fmt: skip
 
     def clock(self, partition: int, now_us: int) -> int:
         """``now_us``, never earlier than a "now" this partition already saw.
@@ -109,12 +93,12 @@ class SchedulerLogic:
         now_us = self.clock(partition, now_us)
         if value is None:
             job_key = job_key_from_record_key(key)
-            self._broken.get(partition, set()).discard(job_key)  # a fresh start
+            self.pauses.broken.get(partition, set()).discard(job_key)  # a fresh start
             old = self.jobs.load(store, job_key)
             if old is not None:
                 last = self._settle(store, out, partition, job_key, old, now_us)
                 revoking = last.copy()
-                self._revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
+                self.revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
                 self.jobs.save(store, job_key, last, None)
             return
         upsert = decode_schedule(self.codec, key, value, timestamp_us, self.limits)
@@ -125,12 +109,12 @@ class SchedulerLogic:
         if old is not None and job.version <= old.version:
             self.counters.stale_versions += 1
             return
-        self._broken.get(partition, set()).discard(job_key)  # a new version is a fresh start
+        self.pauses.broken.get(partition, set()).discard(job_key)  # a new version is a fresh start
         current = None if old is None else self._settle(store, out, partition, job_key, old, now_us)
         if current is not None:
             state = current.copy()
             reason = "job paused" if job.paused else "job updated"
-            self._revoke(out, partition, job_key, state, now_us, job.version, reason)
+            self.revoke(out, partition, job_key, state, now_us, job.version, reason)
             state.version, state.definition, state.paused = (
                 job.version,
                 upsert.definition,
@@ -139,13 +123,13 @@ class SchedulerLogic:
         else:
             state = JobState(job.version, upsert.definition, job.paused, min(timestamp_us, now_us))
         plan = self.plans.get(job_key, state.version, state.definition, upsert.record)
-        schedule_next(state, plan, _next_after)
+        schedule_next(state, plan, next_instant)
         if current is None and state.next_fire_us is None:
             reason = "the job has no instant after it was created (an 'at' or end_at in the past?)"
             self.writer.attempt(out, partition, f"{job_key}@never", plan.tenant, plan.job_id,
                                 "missed", now_us, None, reason, 0)  # fmt: skip
         self.jobs.save(store, job_key, current, state)
-        self._quarantine_jobs(store, out, partition, now_us)
+        self.pauses.quarantine_jobs(store, out, partition, now_us)
 
     def on_command(
         self, store: Store, out: Output, partition: int, key: bytes | None, value: bytes | None,
@@ -158,7 +142,7 @@ class SchedulerLogic:
         if kind == "CancelRun":
             return
         if kind == "PauseJob":
-            self._pause_job(store, out, partition, job_key, fields, now_us)
+            self.pauses.pause_job(store, out, partition, job_key, fields, now_us)
             return
         old = self.jobs.load(store, job_key)
         if old is None:
@@ -187,7 +171,7 @@ class SchedulerLogic:
                     )
                 )
         self.jobs.save(store, job_key, old, state)
-        self._quarantine_jobs(store, out, partition, now_us)
+        self.pauses.quarantine_jobs(store, out, partition, now_us)
 
     def _settle(self, store: Store, out: Output, partition: int, job_key: str, old: JobState,
                 now_us: int) -> JobState:  # fmt: skip
@@ -200,51 +184,6 @@ class SchedulerLogic:
                         job_key, old.version, exc)  # fmt: skip
             return old
         return self._emit_due(store, out, partition, job_key, old, now_us)
-
-    def _pause_job(
-        self, store: Store, out: Output, partition: int, job_key: str, fields: dict[str, Any],
-        now_us: int,
-    ) -> None:  # fmt: skip
-        """PauseJob: if the job is still at ``job_version`` and running, write version
-        ``job_version + 1`` (paused, with the reason) to cron.schedules and apply it here in the
-        same transaction. A deleted job, a newer version (a user's fix, a resume: µs versions
-        win) or a job already paused (a duplicate) leaves everything as it is."""
-        old = self.jobs.load(store, job_key)
-        if old is None or old.version != fields["job_version"] or old.paused:
-            self.counters.pauses_ignored += 1
-            return
-        definition = self.jobs.definition_of(store, job_key, old)
-        record = self.codec.decode_as("JobDefinition", definition)
-        record.update(version=old.version + 1, paused=True, paused_reason=fields["reason"])
-        value = self.codec.encode("JobDefinition", record)
-        out.produce(self.topics.schedules, job_key.encode(), value, partition)
-        self.on_schedule(store, out, partition, job_key.encode(), value, now_us, now_us)
-        self.counters.paused_by_command += 1
-        self._notify_paused(out, partition, record, fields.get("run_id"),
-                            fields.get("last_attempt_json"), now_us)  # fmt: skip
-
-    def _notify_paused(
-        self, out: Output, partition: int, record: dict[str, Any], run_id: str | None,
-        last_attempt_json: str | None, now_us: int,
-    ) -> None:  # fmt: skip
-        """The job's "paused" notification, if it asks for one (``pause_notice``); a notice
-        the broker refused (or too large) is a ``missed`` event of its own, nothing more."""
-        notice = paused_notice(self.codec, record, run_id, last_attempt_json, now_us)
-        if notice is None:
-            return
-        notice_id, value = notice
-        tenant, job_id = record["tenant"], record["job_id"]
-        reason = out.failed(notice_id)
-        if reason is None and len(value) + len(notice_id) > self.limits.max_record_bytes:
-            reason = f"its run record is {len(value):,} bytes, over the limit"
-        if reason is not None:
-            self.writer.attempt(out, partition, notice_id, tenant, job_id, "missed", now_us,
-                                now_us, f"notification not emitted: {reason}", 1)  # fmt: skip
-            return
-        out.produce(self.topics.runs, notice_id.encode(), value, partition, origin=notice_id)
-        self.counters.by_trigger["notification"] = (
-            self.counters.by_trigger.get("notification", 0) + 1
-        )
 
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
@@ -265,7 +204,7 @@ class SchedulerLogic:
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
         self.jobs.due_floor[store] = due[-1] if more else upper
         emitted = self.emitted_bytes
-        broken = self._broken.get(partition, ())
+        broken = self.pauses.broken.get(partition, ())
         for n, due_key in enumerate(due):
             if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
                 self.jobs.due_floor[store] = due_key
@@ -285,7 +224,7 @@ class SchedulerLogic:
             except (StateError, DependencyDown):
                 raise  # the store or a dependency, not this job: the runtime's to handle
             except Exception as exc:
-                self._failed_job(partition, job_key, exc)
+                self.pauses.failed_job(partition, job_key, exc)
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self.jobs.due_floor[store]:
             self.jobs.due_floor[store] = kept
@@ -303,19 +242,11 @@ class SchedulerLogic:
             except (StateError, DependencyDown):
                 raise
             except Exception as exc:
-                self._failed_job(partition, job_key, exc)
-        self._quarantine_jobs(store, out, partition, now_us)
+                self.pauses.failed_job(partition, job_key, exc)
+        self.pauses.quarantine_jobs(store, out, partition, now_us)
         if self.jobs.inline_definitions:
             self.jobs.inline_chunk(store, INLINE_CHUNK)
         return more
-
-    def _failed_job(self, partition: int, job_key: str, exc: Exception) -> None:
-        """One job's tick raised (a bug met by its input): it is quarantined, the tick goes on
-        with the others. Runs it emitted before it raised stay emitted."""
-        log.error("job %s: its tick failed, it is quarantined", job_key, exc_info=exc)
-        self.counters.failed_ticks += 1
-        reason = f"the scheduler failed on it ({type(exc).__name__}: {exc})"
-        self._to_quarantine.setdefault(partition, {}).setdefault(job_key, reason)
 
     def _emit_due(
         self, store: Store, out: Output, partition: int, job_key: str, state: JobState,
@@ -325,7 +256,7 @@ class SchedulerLogic:
         ``due_key``: its due key, when the caller has it)."""
         new = state.copy()
         plan = self.jobs.plan_of(store, job_key, new)
-        result = advance(new, plan, now_us, self.timers, _next_after)
+        result = advance(new, plan, now_us, self.timers, next_instant)
         for emission in result.emissions:
             self._emit(out, partition, plan, emission, now_us)
         for missed in result.missed:
@@ -346,7 +277,7 @@ class SchedulerLogic:
         plan = self.jobs.plan_of(store, job_key, state)
         cursor = state.backfills[0]
         for _ in range(plan.runs_per_tick(self.backfill_chunk)):
-            instant = _next_after(plan.schedule, cursor.next_after_us)
+            instant = next_instant(plan.schedule, cursor.next_after_us)
             if instant is None or instant >= cursor.end_us:
                 state.backfills.pop(0)
                 break
@@ -393,54 +324,9 @@ class SchedulerLogic:
         job_key = f"{plan.tenant}/{plan.job_id}"
         self.writer.attempt(out, partition, e.run_id, plan.tenant, plan.job_id, "missed", now_us,
                             e.scheduled_at_us, f"not emitted: {reason}", 1)  # fmt: skip
-        self._to_quarantine.setdefault(partition, {}).setdefault(job_key, reason)
+        self.pauses.quarantine(partition, job_key, reason)
 
-    def _quarantine_jobs(self, store: Store, out: Output, partition: int, now_us: int) -> None:
-        """Pause the jobs whose run could not be written: version + 1, paused, with the reason
-        (written to cron.schedules, so the API shows it, and applied here at once). A fix is a
-        new version, which resumes it."""
-        jobs = self._to_quarantine.pop(partition, None)
-        for job_key, reason in (jobs or {}).items():
-            try:
-                self._quarantine_job(store, out, partition, job_key, reason, now_us)
-            except (StateError, DependencyDown):
-                raise
-            except Exception as exc:  # its record cannot be read back either
-                log.error("job %s cannot be quarantined either: this process's ticks leave it "
-                          "out until its next version", job_key, exc_info=exc)  # fmt: skip
-                self._broken.setdefault(partition, set()).add(job_key)
-                tenant, job_id = job_key.split("/", 1)
-                stopped = (f"the job stopped: {reason}; it cannot be paused either "
-                           f"({type(exc).__name__}: {exc}): its runs resume with its next "
-                           "version")  # fmt: skip
-                self.writer.attempt(out, partition, f"{job_key}@stopped", tenant, job_id,
-                                    "missed", now_us, None, stopped[:1000], 0)  # fmt: skip
-
-    def _quarantine_job(self, store: Store, out: Output, partition: int, job_key: str,
-                        reason: str, now_us: int) -> None:  # fmt: skip
-        old = self.jobs.load(store, job_key)
-        if old is None or old.paused:
-            return
-        paused_reason = f"quarantined: {reason}"
-        if len(paused_reason) > MAX_PAUSED_REASON:
-            paused_reason = paused_reason[: MAX_PAUSED_REASON - 1] + "…"
-        record = self.codec.decode_as("JobDefinition", self.jobs.definition_of(store, job_key, old))
-        record.update(version=old.version + 1, paused=True, paused_reason=paused_reason)
-        value = self.codec.encode("JobDefinition", record)
-        pause_origin = f"{job_key}#pause"
-        if out.failed(pause_origin) is None:  # else the paused version stays local
-            out.produce(self.topics.schedules, job_key.encode(), value, partition,
-                        origin=pause_origin)  # fmt: skip
-        state = old.copy()
-        self._revoke(out, partition, job_key, state, now_us, old.version + 1, paused_reason)
-        state.version, state.definition, state.paused = old.version + 1, value, True
-        plan = self.plans.get(job_key, state.version, value, record)
-        schedule_next(state, plan, _next_after)
-        self.jobs.save(store, job_key, old, state)
-        self.counters.quarantined += 1
-        self._notify_paused(out, partition, record, None, None, now_us)
-
-    def _revoke(
+    def revoke(
         self, out: Output, partition: int, job_key: str, state: JobState, now_us: int,
         version: int, reason: str,
     ) -> list[PendingRun]:  # fmt: skip
@@ -452,12 +338,6 @@ class SchedulerLogic:
     def _missed(self, out: Output, partition: int, plan: JobPlan, m: Missed, now_us: int) -> None:
         self.writer.missed(out, partition, plan, m, now_us)
         self.counters.instants_missed += m.count
-
-
-def _next_after(schedule: Schedule, after_us: int) -> int | None:
-    # Schedules are shared per definition (parse_cron is cached) and each remembers its last
-    # answer, so 100k jobs on one expression asking about one instant compute it once.
-    return schedule.next_after(after_us)
 
 
 def _indexed(state: JobState) -> tuple[int | None, bool]:

@@ -158,6 +158,12 @@ def schedule_next(state: JobState, plan: JobPlan, next_after: NextAfter) -> None
         state.next_emit_us = state.next_not_before_us - plan.lead_us
 
 
+def next_instant(schedule: Schedule, after_us: int) -> int | None:
+    # Schedules are shared per definition (parse_cron is cached) and each remembers its last
+    # answer, so 100k jobs on one expression asking about one instant compute it once.
+    return schedule.next_after(after_us)
+
+
 def revoke_pending(state: JobState, now_us: int) -> list[PendingRun]:
     """Withdraw runs emitted ahead of time that are not yet due; roll the watermark back."""
     revoked = [p for p in state.pending if p.not_before_us > now_us]
