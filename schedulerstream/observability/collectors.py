@@ -119,7 +119,7 @@ class RuntimeCollector(Collector):
             "Records behind the high watermark, per owned input partition (sampled every 5 s).",
             labels=["processor", "topic", "partition"],
         )
-        for (topic, partition), behind in sorted(dict(p.lag).items()):
+        for (topic, partition), behind in sorted(dict(p.sampling.lag).items()):
             lag.add_metric([label, topic, str(partition)], float(behind))
         yield lag
         isolated = CounterMetricFamily(
@@ -253,7 +253,8 @@ class ProjectorCollector(Collector):
 
 def registry_for(processor: Processor) -> CollectorRegistry:
     """A registry with the runtime's collector and the one of the processor's topology
-    (chosen by its name); the dispatcher's queue sampler is added to ``processor.samplers``."""
+    (chosen by its name); the dispatcher's queue sampler is added to
+    ``processor.sampling.samplers``."""
     registry = CollectorRegistry()
     registry.register(RuntimeCollector(processor))
     topology: Any = processor.topology
@@ -261,7 +262,7 @@ def registry_for(processor: Processor) -> CollectorRegistry:
         registry.register(SchedulerCollector(topology))
     elif topology.name == "dispatcher":
         queue = QueueDepth(topology.logic)
-        processor.samplers.append(queue)
+        processor.sampling.samplers.append(queue)
         registry.register(DispatcherCollector(topology, queue))
     elif topology.name == "projector":
         registry.register(ProjectorCollector(topology))

@@ -5,32 +5,32 @@ Single thread. Each ``step``: consume a batch, dispatch it to RUNNING tasks, adv
 restores by one bounded chunk, punctuate every ``tick_ms`` (and at a due time a punctuation
 asked for) and commit every ``commit_interval_ms`` when the transaction holds anything. The
 parts, as in Kafka Streams: the loop here; the tasks and their lifecycle in
-``tasks.TaskManager``; the commit protocol in ``committer.Committer`` (``commit`` ends a
-transaction well, ``_recover`` badly); delay-topic holds in ``holds.Holds``. Loop time comes
-from the injected ``Clock``.
+``tasks.TaskManager``; a record or callback applied to a task all or nothing in
+``invoker.Invoker``; the commit protocol in ``committer.Committer`` (``commit`` ends a
+transaction well, ``_recover`` badly); delay-topic holds in ``holds.Holds``; consumer lag and
+samplers in ``sampling.Sampling``. Loop time comes from the injected ``Clock``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock, SystemClock
-from schedulerstream.errors import DependencyDown, FencedError, StateError
+from schedulerstream.errors import FencedError, StateError
 from schedulerstream.histogram import Histogram
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.changelog import Restorer, describe
 from schedulerstream.runtime.charges import admin_lookup
 from schedulerstream.runtime.committer import Committer
-from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.holds import Holds
+from schedulerstream.runtime.invoker import Invoker
 from schedulerstream.runtime.quarantine import Quarantine
-from schedulerstream.runtime.store import StoreCorrupted, StoreUnavailable
+from schedulerstream.runtime.sampling import SAMPLE_INTERVAL_S, Sampling
 from schedulerstream.runtime.takeover import build_takeover
 from schedulerstream.runtime.task import Task, TaskState
 from schedulerstream.runtime.tasks import Loop, StateListener, TaskManager
@@ -40,8 +40,6 @@ from schedulerstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Sampler = Callable[[list[TaskContext]], None]
-SAMPLE_INTERVAL_S = 5.0
 # a tick falls this long after its grid point: one that wakes a little early (the poll's
 # timeout is in ms) still sees the work due on the point as due
 TICK_GRID_OFFSET_US = 1_000
@@ -83,9 +81,6 @@ class Processor:
             ),
             0,
         )  # fmt: skip
-        self.lag: dict[tuple[str, int], int] = {}  # owned input partition → records behind
-        # called on the loop thread every SAMPLE_INTERVAL_S with the RUNNING tasks' contexts
-        self.samplers: list[Sampler] = []
         self._next_sample = 0.0
         self._batch = batch_size
         self._restore_chunk = restore_chunk
@@ -137,6 +132,12 @@ class Processor:
         )  # fmt: skip
         self._tasks = self.task_manager.tasks
         self._contexts = self.task_manager.contexts
+        self.invoker = Invoker(
+            topology, self.task_manager, self.committer, self._holds, self.metrics,
+            self._max_record, self._require_consumer,
+        )  # fmt: skip
+        self._process = self.invoker.process  # bound once: it is called per record
+        self.sampling = Sampling(self.task_manager)
         self._consumer: Consumer | None = None
         self._restorer: Restorer | None = None
         self._commit_requested = False  # by a task context: commit at the end of this step
@@ -197,7 +198,11 @@ class Processor:
             self._consumer,
             self._restorer,
             Loop(
-                self.commit, self._recover, self._request_commit, self._invoke, self._request_tick
+                self.commit,
+                self._recover,
+                self._request_commit,
+                self.invoker.invoke,
+                self._request_tick,
             ),
         )
         now = self.clock.monotonic()
@@ -273,7 +278,7 @@ class Processor:
         if now >= self._next_commit or self._commit_requested:
             self._commit_now()
         if now >= self._next_sample:
-            self._sample()
+            self.sampling.sample(self._require_consumer())
             self._next_sample = now + SAMPLE_INTERVAL_S
         try:
             self._txn.poll()
@@ -293,33 +298,6 @@ class Processor:
         just made, but at least half a tick after that one began: work due close together
         shares a tick and its commit, and a loop punctuates at most twice per tick."""
         return min(self._tick_after(), max(self._wake, self._punctuated + self._tick_s / 2))
-
-    def _sample(self) -> None:
-        """Consumer lag of the RUNNING tasks' inputs (high watermark from the last fetch minus
-        the position: local, no request), then the samplers."""
-        consumer = self._require_consumer()
-        running = [t for t in self._tasks.values() if t.state is TaskState.RUNNING]
-        lag: dict[tuple[str, int], int] = {}
-        try:
-            tps = [tp for task in running for tp in self.task_manager.input_tps(task.partition)]
-            positions = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(tps)}
-            for task in running:
-                for topic, offset in task.input_offsets.items():
-                    _, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, task.partition), cached=True
-                    )
-                    if high >= 0:
-                        position = max(offset, positions.get((topic, task.partition), -1))
-                        lag[(topic, task.partition)] = max(0, high - position)
-        except KafkaException as exc:
-            log.debug("lag sample failed: %s", exc)
-        self.lag = lag
-        contexts = [self._contexts[t.partition] for t in running if t.partition in self._contexts]
-        for sampler in self.samplers:
-            try:
-                sampler(contexts)
-            except Exception:
-                log.exception("sampler failed")
 
     def _request_commit(self) -> None:
         self._commit_requested = True
@@ -379,77 +357,6 @@ class Processor:
             if self.clock.monotonic() >= self._next_commit:  # a slow batch still commits on time
                 self._commit_now()
 
-    def _process(self, task: Task, msg: Any) -> None:
-        ctx = self._contexts[task.partition]
-        store = task.require_store()
-        origin = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"  # for untagged outputs
-        for replay in (False, True):
-            store.savepoint()
-            try:
-                self.topology.process(ctx, msg)
-                until_us, ctx.held_until_us = ctx.held_until_us, None
-                if until_us is not None:
-                    store.rollback()
-                    ctx.outputs.clear()
-                    self._holds.hold(self._require_consumer(), msg, until_us)
-                    return
-            except (StoreCorrupted, StoreUnavailable) as exc:  # the record is fine, the
-                store.rollback()  # local store is not
-                ctx.outputs.clear()
-                ctx.held_until_us = None
-                self.task_manager.store_failed(task, exc)
-                return
-            except DependencyDown:  # the processor stops (errors.py)
-                raise
-            except Exception as exc:
-                store.rollback()
-                ctx.outputs.clear()
-                ctx.held_until_us = None
-                self.committer.reject(msg, f"{type(exc).__name__}: {exc}")
-                break
-            outputs = ctx.take_outputs()
-            oversized = [o for o in outputs if o.size() > self._max_record]
-            if not oversized:
-                store.release()
-                self.committer.produce(task.partition, outputs, origin, sized=True)
-                break
-            store.rollback()  # told of its refused records, the topology processes it again
-            for output in oversized:
-                self.quarantine.add(task.partition, output.origin or origin,
-                                    self.committer.too_large(output),
-                                    "record_too_large")  # fmt: skip
-            if replay:
-                self.committer.reject(msg, self.committer.too_large(oversized[0]))
-        task.input_offsets[msg.topic()] = msg.offset() + 1
-        self.metrics["records_processed"] += 1
-        self.committer.dirty = True
-
-    def _invoke(self, task: Task, callback: Callable[[TaskContext], None]) -> None:
-        """Run a task callback (punctuate, on_running) atomically: on error, undo it."""
-        ctx = self._contexts[task.partition]
-        store = task.require_store()
-        store.savepoint()
-        try:
-            callback(ctx)
-        except (StoreCorrupted, StoreUnavailable) as exc:
-            store.rollback()
-            ctx.outputs.clear()
-            self.task_manager.store_failed(task, exc)
-            return
-        except DependencyDown:  # the processor stops (errors.py)
-            raise
-        except Exception:
-            store.rollback()
-            ctx.outputs.clear()
-            self.metrics["punctuate_errors"] += 1
-            log.exception("task %d: callback failed; its changes were dropped", task.partition)
-            return
-        store.release()
-        outputs = ctx.take_outputs()
-        self.committer.produce(task.partition, outputs)
-        if outputs or store.has_pending():
-            self.committer.dirty = True
-
     def _punctuate(self) -> None:
         """Punctuate every running task, from a different one each tick: the first takes
         what the process shares (the dispatcher's limits), so a fixed order would let the
@@ -463,7 +370,7 @@ class Processor:
         try:
             for task in tasks:
                 if task.state is TaskState.RUNNING:
-                    self._invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
+                    self.invoker.invoke(task, lambda ctx: self.topology.punctuate(ctx, now_us))
                 # A long round (a burst due on many partitions) commits as it goes, so
                 # the first partitions' runs become visible without waiting for the last.
                 if self.clock.monotonic() >= self._next_commit:

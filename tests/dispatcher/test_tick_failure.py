@@ -39,7 +39,7 @@ class Injected(Executor):
 
 
 def _tick(topology: DispatcherTopology, ctx: TaskContext, now_us: int) -> bool:
-    """One punctuation as ``Processor._invoke`` runs it; False when it raised (undone)."""
+    """One punctuation as ``Invoker.invoke`` runs it; False when it raised (undone)."""
     ctx.store.savepoint()
     try:
         topology.punctuate(ctx, now_us)

@@ -28,7 +28,7 @@ def test_a_tick_that_raises_leaves_every_due_job_to_the_next_tick(tmp_path: Path
 
     h.logic._emit_due = emit_due  # type: ignore[method-assign]
     h.now = us("2025-01-06T10:00:59.5Z")  # 10:01 is within the 1 s lookahead
-    h.store.savepoint()  # as Processor._invoke runs a punctuation
+    h.store.savepoint()  # as Invoker.invoke runs a punctuation
     try:
         h.logic.on_tick(h.store, h.out, 0, h.now)
     except StateError:
