@@ -123,7 +123,6 @@ class Processor:
             clock=self.clock,
         )
         self._txn = txn
-        self._max_record = settings.max_record_bytes
         self._holds = Holds(self.clock)
         self.task_manager = TaskManager(
             settings, topology, self.clock, self.committer, self._holds, self.metrics,
@@ -134,7 +133,7 @@ class Processor:
         self._contexts = self.task_manager.contexts
         self.invoker = Invoker(
             topology, self.task_manager, self.committer, self._holds, self.metrics,
-            self._max_record, self._require_consumer,
+            settings.max_record_bytes, self._require_consumer,
         )  # fmt: skip
         self._process = self.invoker.process  # bound once: it is called per record
         self.sampling = Sampling(self.task_manager)
