@@ -1,5 +1,6 @@
-"""What the parts of the dispatcher logic share: the partition a call works on
-(``PartitionContext``) and the run lifecycle they call back into (``Runs``)."""
+"""What the parts of the dispatcher share: the partition a call works on (``PartitionContext``),
+the run lifecycle they call back into (``Runs``), and where a call's records go (a task
+context: ``ContextOutput``; nowhere: ``NO_OUTPUT``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from schedulerstream.dispatcher.fairness import DeficitRing
 from schedulerstream.dispatcher.index import PartitionIndex
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.states import AttemptOutcome
+from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore
 
 
@@ -45,6 +47,17 @@ class Runs(Protocol):
                now_us: int) -> list[Action]: ...  # fmt: skip
 
     def enqueue(self, pc: PartitionContext, run: RunRecord, due_us: int) -> None: ...
+
+
+class ContextOutput:
+    """The logic's Output on a task context: a record's origin is its key (a run id or a
+    job key)."""
+
+    def __init__(self, ctx: TaskContext) -> None:
+        self.ctx = ctx
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+        self.ctx.produce(topic, key, value, partition, origin=key.decode("utf-8", "replace"))
 
 
 class NoOutput:

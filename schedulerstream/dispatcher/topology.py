@@ -33,52 +33,34 @@ from __future__ import annotations
 import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
-from schedulerstream.contracts.worker import cancel_value, decode_worker_event, offer_value
-from schedulerstream.dispatcher.actions import in_transaction
+from schedulerstream.contracts.worker import decode_worker_event
+from schedulerstream.dispatcher.applier import ActionApplier
+from schedulerstream.dispatcher.context import ContextOutput
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
 from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
 from schedulerstream.dispatcher.kafka_records import KafkaRecords
-from schedulerstream.dispatcher.leases import Lease, WorkerLeases
+from schedulerstream.dispatcher.leases import WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
-from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
+from schedulerstream.dispatcher.logic import DispatchLogic, Topics
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.work_topics import WorkTopics
-from schedulerstream.errors import DependencyDown, SchedulerStreamError, StateError
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram
 from schedulerstream.ingest import job_key_from_record_key
 from schedulerstream.kafka.topics import ensure_work_topic, retry_tiers
-from schedulerstream.model import HttpTarget as HttpConfig
-from schedulerstream.model import KafkaTarget as KafkaConfig
-from schedulerstream.model import SqsTarget as SqsConfig
 from schedulerstream.model import WorkerTarget as WorkerConfig
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.copartition import check_home_partition
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.runtime.topology import Topology
 from schedulerstream.settings import Settings
-from schedulerstream.targets.base import Outcome, Sender
-from schedulerstream.targets.envelope import envelope_text
-from schedulerstream.targets.http import HttpSender
 from schedulerstream.tenants.policy import TenantPolicy
 
 log = logging.getLogger(__name__)
-JSON = b"application/json"
-
-
-class ContextOutput:
-    """The logic's Output on a task context: a record's origin is its key (a run id or a
-    job key)."""
-
-    def __init__(self, ctx: TaskContext) -> None:
-        self.ctx = ctx
-
-    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
-        self.ctx.produce(topic, key, value, partition, origin=key.decode("utf-8", "replace"))
 
 
 class DispatcherTopology(Topology):
@@ -127,21 +109,20 @@ class DispatcherTopology(Topology):
         self.executor = executor or _deliveries(settings)
         self.executor.set_gate(self.limits, ttl_ms / 1000)
         self.dispatch_lateness = Histogram(LATENESS_BUCKETS)  # first attempts (metrics)
-        self.http = HttpSender.from_settings(settings)
-        self._sqs: Sender[Any] | None = None
         self._completed: dict[int, list[Completion]] = defaultdict(list)
         # applied in the open transaction: given back if it aborts (``on_rebuild``)
         self._applied: dict[int, list[Completion]] = defaultdict(list)
-        self._unsent: dict[int, list[Start]] = defaultdict(list)  # waiting for the commit
         self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
         self.worker_events_topic = settings.topics.worker_events
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
         self.work_topics = WorkTopics(lambda pool: ensure_work_topic(settings, pool).name)
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._stale: set[int] = set()  # partitions whose in-memory queues a failed tick left
-        self._applying = 0  # actions of this tick's selection ``_apply`` has reached
-        self._settled = False  # the last ``_settle`` gave its start's slot back
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent
+        self.applier = ActionApplier(settings, self.clock, self.logic, self.limits, self.leases,
+                                     self.executor, self.kafka, self.work_topics, self.tenants,
+                                     self.dispatch_lateness)  # fmt: skip
+        self._apply = self.applier.apply  # bound once: called for every input record
 
     @property
     def name(self) -> str:
@@ -206,11 +187,11 @@ class DispatcherTopology(Topology):
             self._stale.discard(partition)
             self.logic.reindex(ctx.store, partition)
         applied = self._completed.pop(partition, [])
-        unsent = len(self._unsent[partition])
+        unsent = len(self.applier.unsent[partition])
         offered = set(self.leases.slots(partition))
         selection = self.logic.selection
         selection.actions = []
-        self._applying = 0
+        self.applier.applying = 0
         try:
             self._tick(ctx, applied, now_us)
         except Exception:
@@ -222,14 +203,10 @@ class DispatcherTopology(Topology):
                    offered: set[str]) -> None:  # fmt: skip
         """The processor undoes a failed tick's store changes and records; this undoes what
         they held in memory. Its starts are not sent and give their slots back (those
-        ``_apply`` did not reach, those waiting to be sent, the worker offers), its outcomes
+        ``apply`` did not reach, those waiting to be sent, the worker offers), its outcomes
         apply again next tick, and the queues, lease timer and retention scan start over
         from the store."""
-        for start in selection_starts(self.logic.selection.actions[self._applying :]):
-            self.limits.release(start.tenant, start.host)
-        for start in self._unsent[partition][unsent:]:
-            self.limits.release(start.tenant, start.host)
-        del self._unsent[partition][unsent:]
+        self.applier.undo(partition, unsent)
         for run_id in set(self.leases.slots(partition)) - offered:
             self.leases.drop_slot(partition, run_id)
         self.leases.restart(partition)
@@ -239,56 +216,18 @@ class DispatcherTopology(Topology):
 
     def _tick(self, ctx: TaskContext, applied: list[Completion], now_us: int) -> None:
         out = ContextOutput(ctx)
-        for done in applied:
-            failed = self._record(ctx, done, now_us, "recording its attempt's outcome")
-            if failed is None:
-                continue
-            instead = _unrecorded(done, failed)
-            what = "recording its attempt's failure"
-            if instead is None or self._record(ctx, instead, now_us, what) is not None:
-                self.logic.unblock(ctx.partition, done.run_id)  # left in flight: see unblock
+        self.applier.record(ctx, applied, now_us)
         expired = self.leases.expire(ctx.store, out, ctx.partition, now_us,
-                                     functools.partial(self._contained, ctx,
+                                     functools.partial(self.applier.contained, ctx,
                                                        what="ending its worker lease"))  # fmt: skip
         for lease in expired:
-            self._tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
+            self.applier.tell_worker(ctx, lease, "the lease ran out: the run is no longer yours")
         self._apply(ctx, self.logic.on_tick(ctx.store, out, ctx.partition, now_us))
         selection = self.logic.selection
         if selection.cut_short:
             ctx.request_tick()
         elif selection.wake_us is not None:
             ctx.request_tick(selection.wake_us)
-
-    def _record(self, ctx: TaskContext, done: Completion, now_us: int,
-                what: str) -> Exception | None:  # fmt: skip
-        outcome = done.outcome
-        assert outcome is not None
-
-        def record() -> None:
-            self.logic.on_outcome(ctx.store, ContextOutput(ctx), ctx.partition, done.run_id,
-                                  done.attempt, outcome, now_us)  # fmt: skip
-
-        return self._contained(ctx, done.run_id, record, what)
-
-    def _contained(self, ctx: TaskContext, run_id: str, call: Callable[[], object],
-                   what: str) -> Exception | None:  # fmt: skip
-        """One run's step of a tick; when it raises (a bug its input met), its store writes
-        and records are undone and it is reported, and the tick goes on with the others.
-        A start that raised fails its attempt (``_start_failed``); a run left in flight when
-        that raises too is re-dispatched when the partition next starts, and its job's other
-        runs do not wait for it meanwhile (``DispatchLogic.unblock``). An error of the
-        store or a dependency still fails the tick."""
-        mark = ctx.mark()
-        try:
-            call()
-        except (StateError, DependencyDown):
-            raise
-        except Exception as exc:
-            ctx.undo_to(mark)
-            log.error("run %s: %s failed; its changes were dropped", run_id, what, exc_info=exc)
-            ctx.isolated("dispatch_step", f"{run_id}: {what}: {type(exc).__name__}: {exc}")
-            return exc
-        return None
 
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
         """Changelog → store, rebuilding the queue and active-run keys the log does not hold."""
@@ -326,16 +265,7 @@ class DispatcherTopology(Topology):
         live counts from ``validated``: a process stopped between its commit and here sends
         nothing its successor may have taken over."""
         self._applied.clear()
-        now = self.clock.now_us()
-        committed = validated
-        for partition in [p for p in self._unsent if p not in self._revoking]:
-            for start in self._unsent.pop(partition):
-                target = self.http if isinstance(start.target, HttpConfig) else self._sqs_target()
-                self.executor.submit(start.partition, start.tenant, start.delivery, target,
-                                     start.target, start.host,
-                                     (start.at_us - now) / 1e6 if start.at_us else 0.0,
-                                     committed)  # fmt: skip
-        self.executor.flush()
+        self.applier.send(validated, self._revoking)
 
     def on_revoking(self, partition: int) -> None:
         """Send nothing more of ``partition``: its next owner re-dispatches what was started
@@ -346,8 +276,7 @@ class DispatcherTopology(Topology):
     def on_rebuild(self, partition: int) -> None:
         """Rebuilt in place: starts never committed are dropped (never sent); the attempts
         in flight go on and their outcomes apply to the rebuilt state (``on_running``)."""
-        for start in self._unsent.pop(partition, []):
-            self.limits.release(start.tenant, start.host)
+        self.applier.drop(partition)
         for where in [w for w in self._held_since if w[1] == partition]:
             del self._held_since[where]
         # outcomes applied in the aborted transaction apply again to the rebuilt state
@@ -359,8 +288,7 @@ class DispatcherTopology(Topology):
         next owner re-dispatches them), so a zombie sends nothing after it lost the task."""
         self._rebuilding.discard(partition)
         self._revoking.discard(partition)
-        for start in self._unsent.pop(partition, []):  # never sent
-            self.limits.release(start.tenant, start.host)
+        self.applier.drop(partition)  # never sent
         for where in [w for w in self._held_since if w[1] == partition]:
             del self._held_since[where]
         cancelled = self.executor.cancel_partition(partition)
@@ -372,128 +300,11 @@ class DispatcherTopology(Topology):
 
     def close(self) -> None:
         """Close the targets and stop the delivery loop."""
-        self.executor.call(self.http.close)
-        if self._sqs is not None:
-            self.executor.call(self._sqs.close)
+        self.applier.close()
         self.executor.close()
         self.tenants.close()
         self.kafka.close()
         self.work_topics.close()
-
-    # -- actions ------------------------------------------------------------------------
-    def _apply(self, ctx: TaskContext, actions: list[Action]) -> None:
-        for action in actions:
-            self._applying += 1  # a tick that fails past here: this action settled its slot
-            if isinstance(action, Cancel):
-                self._cancel(ctx, action)
-                continue
-            self._settled = False
-            start = functools.partial(self._start, ctx, action)
-            failed = self._contained(ctx, action.delivery.run_id, start, "starting its attempt")
-            if failed is not None:
-                self._unstarted(ctx.partition, action)
-                self._start_failed(ctx, action, failed)
-
-    def _start_failed(self, ctx: TaskContext, start: Start, exc: Exception) -> None:
-        """The selection left the run in flight; its attempt fails (retried as a failure is)
-        instead of waiting for the partition's next start."""
-        d = start.delivery
-        if start.run is not None:  # a record's: its run was not saved in flight
-            save = functools.partial(self.logic.save_start, ctx.store, ctx.partition, start)
-            if self._contained(ctx, d.run_id, save, "saving its start") is not None:
-                requeue = functools.partial(self.logic.requeue, ctx.store, ctx.partition, start)
-                self._contained(ctx, d.run_id, requeue, "queueing it again")
-                return
-        reason = f"the attempt could not start ({type(exc).__name__}: {exc})"[:1000]
-        done = Completion(start.partition, start.tenant, d.run_id, d.attempt,
-                          Outcome("failed", reason, True, 0), start.host)  # fmt: skip
-        if self._record(ctx, done, ctx.now_us(), "recording its failed start") is not None:
-            self.logic.unblock(ctx.partition, d.run_id)
-
-    def _cancel(self, ctx: TaskContext, action: Cancel) -> None:
-        lease = self.leases.get(ctx.store, action.run_id)
-        if lease is not None and lease.attempt == action.attempt:
-            self.leases.end(ctx.store, ctx.partition, lease)
-            run = self.logic.load(ctx.store, action.run_id)
-            self._tell_worker(ctx, lease, (run and run.last_error) or "cancelled")
-        elif not self._drop_unsent(action):
-            self.executor.cancel(action.partition, action.run_id, action.attempt)
-
-    def _unstarted(self, partition: int, start: Start) -> None:
-        """A start whose step raised: it is not sent, and its slot (if it took one and still
-        holds it) is free again."""
-        unsent = self._unsent.get(partition, [])
-        if start in unsent:
-            unsent.remove(start)
-        if self.leases.drop_slot(partition, start.delivery.run_id):
-            return  # an offer's slot, given back with its lease
-        if not in_transaction(start.target) and not self._settled:
-            self.limits.release(start.tenant, start.host)
-
-    def _start(self, ctx: TaskContext, start: Start) -> None:
-        if not self.logic.started(ctx.partition, start):
-            return  # a record's run a run of its job replaced in this tick: not produced
-        if start.delivery.attempt == 1 and start.delivery.trigger != "backfill":
-            lateness_us = max(ctx.now_us(), start.at_us) - start.delivery.scheduled_at_us
-            self.dispatch_lateness.observe(lateness_us / 1e6)
-        config = start.target
-        if isinstance(config, HttpConfig | SqsConfig):
-            self._unsent[start.partition].append(start)
-            ctx.request_commit()
-        elif (refused := self._not_granted(start)) is not None:
-            self._settle(ctx, start, Outcome("refused", refused, False, 0))
-        elif isinstance(config, KafkaConfig):
-            self._settle(ctx, start, self.kafka.produce(ctx, start, config))
-        else:
-            self._offer(ctx, start, config)
-
-    def _drop_unsent(self, cancel: Cancel) -> bool:
-        """Cancel an attempt not sent yet (cancelled or replaced in the same transaction)."""
-        unsent = self._unsent.get(cancel.partition, [])
-        for i, start in enumerate(unsent):
-            d = start.delivery
-            if (d.run_id, d.attempt) == (cancel.run_id, cancel.attempt):
-                del unsent[i]
-                self.limits.release(start.tenant, start.host)
-                return True
-        return False
-
-    def _offer(self, ctx: TaskContext, start: Start, config: WorkerConfig) -> None:
-        """Offer the attempt on the pool's topic (in this transaction) under a lease; the
-        Limits slot stays held until the lease ends."""
-        run = self.logic.load(ctx.store, start.delivery.run_id)
-        assert run is not None
-        now = run.deadline_us - round(start.delivery.deadline * 1e6)  # the attempt's start
-        origin = f"{run.run_id}#{start.delivery.attempt}"
-        refused = ctx.failed(origin)
-        if refused is not None:  # the work topic was deleted, say: created again next time
-            self.work_topics.forget(config.pool)
-            ctx.isolated("worker_offer", f"{run.run_id}: {refused}")
-            self._settle(ctx, start, Outcome("failed", f"worker pool {config.pool!r}: {refused}",
-                                             True, 0))  # fmt: skip
-            return
-        try:
-            topic = self.work_topics.topic(config.pool)  # made sure of off the loop (ready)
-        except SchedulerStreamError as exc:
-            reason = f"worker pool {config.pool!r}: no work topic ({exc})"
-            self._settle(ctx, start, Outcome("failed", reason, True, 0))
-            return
-        lease = self.leases.offer(ctx.store, ctx.partition, run, config.pool, now)
-        value = offer_value(envelope_text(start.delivery), config.pool, lease.lease_ms, now,
-                            run.deadline_us, ctx.partition)  # fmt: skip
-        ctx.produce(topic, run.run_id.encode(), value, None, [("content-type", JSON)],
-                    origin=origin)  # fmt: skip
-
-    def _tell_worker(self, ctx: TaskContext, lease: Lease, reason: str) -> None:
-        """A cancel record for ``lease``'s attempt on its pool's topic."""
-        topic = self.settings.topics.work(lease.pool)
-        value = cancel_value(lease.run_id, lease.attempt, reason, ctx.partition)
-        ctx.produce(topic, lease.run_id.encode(), value, None)
-
-    def _not_granted(self, start: Start) -> str | None:
-        """Why ``start``'s tenant may not reach its pool or topic (cron.tenants grants)."""
-        grants = self.tenants.grants.get(start.tenant)
-        return None if grants is None else grants.refusal(start.tenant, start.target)
 
     def _ready(self, target: Any, tenant: str) -> bool:
         """May a start of ``tenant`` to ``target`` go now: the grants are read (one not granted
@@ -508,28 +319,6 @@ class DispatcherTopology(Topology):
             return self.work_topics.ready(target.pool)
         return self.kafka.ready(target)
 
-    def _settle(self, ctx: TaskContext, start: Start, outcome: Outcome) -> None:
-        """An attempt that ended as it started (Kafka, refused)."""
-        d = start.delivery
-        self._settled = False
-        out = ContextOutput(ctx)
-        if start.run is not None:  # a record's run, started in memory
-            self.logic.on_record_outcome(ctx.store, out, ctx.partition, start, outcome,
-                                         ctx.now_us())  # fmt: skip
-        else:
-            self.logic.on_outcome(ctx.store, out, ctx.partition, d.run_id, d.attempt, outcome,
-                                  ctx.now_us())  # fmt: skip
-        if not in_transaction(start.target):  # a Kafka record took no slot
-            self.limits.release(start.tenant, start.host)
-            self._settled = True
-
-    def _sqs_target(self) -> Sender[Any]:
-        if self._sqs is None:
-            from schedulerstream.targets.sqs import SqsSender  # aiobotocore only where used
-
-            self._sqs = SqsSender()
-        return self._sqs
-
     def _check_partition(self, ctx: TaskContext, job_key: str) -> None:
         check_home_partition(job_key, ctx.partition, self.settings.partitions)
 
@@ -540,24 +329,3 @@ def _deliveries(settings: Settings) -> Deliveries:
         return DeliveryProcess(allow_private=settings.allow_private_targets,
                                gc_young=settings.gc_young_threshold)  # fmt: skip
     return Executor()
-
-
-_UNRECORDED = "the attempt's outcome could not be recorded"
-
-
-def _unrecorded(done: Completion, exc: Exception) -> Completion | None:
-    """What a tick whose recording of ``done`` raised applies instead: a plain failure (retried
-    as the attempt's own outcome would have been), or nothing when that failed too."""
-    outcome = done.outcome
-    if outcome is None or outcome.reason.startswith(_UNRECORDED):
-        return None
-    reason = f"{_UNRECORDED} ({type(exc).__name__}: {exc}); the target said: {outcome.reason}"
-    return done._replace(outcome=Outcome("failed", reason[:1000], outcome.retryable,
-                                         outcome.duration_us, outcome.status_code))  # fmt: skip
-
-
-def selection_starts(actions: Sequence[Action]) -> Iterator[Start]:
-    """The starts of ``actions`` that took a Limits slot (not Kafka records)."""
-    for action in actions:
-        if isinstance(action, Start) and not in_transaction(action.target):
-            yield action

@@ -11,9 +11,10 @@ import pytest
 
 from schedulerstream.clock import ManualClock
 from schedulerstream.dispatcher import records as rk
+from schedulerstream.dispatcher.context import ContextOutput
 from schedulerstream.dispatcher.executor import Completion, Executor
 from schedulerstream.dispatcher.states import IN_FLIGHT, QUEUED
-from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
+from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import RocksStore
 from schedulerstream.settings import Settings

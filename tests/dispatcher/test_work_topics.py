@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from schedulerstream.clock import ManualClock
-from schedulerstream.dispatcher.topology import ContextOutput, DispatcherTopology
+from schedulerstream.dispatcher.context import ContextOutput
+from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.dispatcher.work_topics import RETRY_AFTER_S, THREADS, WorkTopics
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.runtime.context import TaskContext
@@ -64,7 +65,8 @@ def test_a_pool_whose_topic_is_slow_holds_back_only_its_own_runs(tmp_path: Path)
     executor = Injected()
     topology = DispatcherTopology(Settings(data_dir=tmp_path), executor=executor,
                                   tenants=TenantPolicy())  # fmt: skip
-    topology.work_topics = WorkTopics(lambda pool: release.wait(30) and f"work.{pool}")
+    work_topics = WorkTopics(lambda pool: release.wait(30) and f"work.{pool}")
+    topology.work_topics = topology.applier.work_topics = work_topics  # readiness and offers
     store = RocksStore.open(tmp_path / "store")
     ctx = TaskContext(0, store, ManualClock(T0), None, "test")
     try:

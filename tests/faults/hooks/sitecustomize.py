@@ -84,7 +84,8 @@ def _install() -> None:
         write_local = Committer._write_local
 
         def stopping_write_local(self: Any, task: Any) -> bool:
-            if any(getattr(self.topology, "_unsent", {}).values()):  # the dispatcher's
+            applier = getattr(self.topology, "applier", None)  # the dispatcher's
+            if applier is not None and any(applier.unsent.values()):
                 _stop_if_triggered()
             return write_local(self, task)
 
