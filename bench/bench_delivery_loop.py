@@ -34,7 +34,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.procs import ReceiverProcess
-from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.deliveries import Completion
+from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.jsontext import compact
 from schedulerstream.model import HttpTarget
 from schedulerstream.targets.base import Delivery

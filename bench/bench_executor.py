@@ -40,8 +40,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import cpu_seconds, machine_busy, noise_warning, progress
 from bench.stack import Receiver
+from schedulerstream.dispatcher.deliveries import Deliveries
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
-from schedulerstream.dispatcher.executor import Deliveries, Executor
+from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.model import HttpTarget
 from schedulerstream.targets.base import Delivery

@@ -15,7 +15,7 @@ from schedulerstream.clock import Clock
 from schedulerstream.contracts.worker import cancel_value, offer_value
 from schedulerstream.dispatcher.actions import Action, Cancel, Start, in_transaction
 from schedulerstream.dispatcher.context import ContextOutput
-from schedulerstream.dispatcher.executor import Completion, Deliveries
+from schedulerstream.dispatcher.deliveries import Completion, Deliveries
 from schedulerstream.dispatcher.kafka_records import KafkaRecords
 from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits

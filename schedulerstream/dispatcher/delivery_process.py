@@ -32,7 +32,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from schedulerstream.dispatcher.executor import GRACE_S, AttemptKey, Completion, Executor, Gate
+from schedulerstream.dispatcher.deliveries import Completion, Gate
+from schedulerstream.dispatcher.executor import GRACE_S, Executor
+from schedulerstream.dispatcher.waiting import AttemptKey
 from schedulerstream.errors import DependencyDown
 from schedulerstream.gc_policy import tune_gc
 from schedulerstream.targets.base import Delivery, Sender

@@ -3,8 +3,8 @@
 The processor thread submits attempts and cancels them; every attempt, however it ends
 (outcome, exception, cancellation), becomes one ``Completion`` on a thread-safe queue that the
 processor drains. An attempt is bounded by its deadline plus a grace period even if the target
-misbehaves: one sweep a quarter of the grace period cancels the attempts past their bound (a
-timer per attempt cost more than the rest of the executor's work for it).
+misbehaves: one sweep a quarter of the grace period cancels the attempts past their bound
+(``deadlines``).
 
 With a ``Gate`` (the dispatcher's Limits), at most its concurrency runs at once, in all, per
 tenant and per target host; the rest wait in arrival order and start as attempts end, on
@@ -30,68 +30,15 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
-from schedulerstream.dispatcher.waiting import AttemptKey, Submission, WaitingRoom
+from schedulerstream.dispatcher.deadlines import Deadlines
+from schedulerstream.dispatcher.deliveries import Completion, Gate
+from schedulerstream.dispatcher.waiting import AttemptKey, RunningCounts, Submission, WaitingRoom
 from schedulerstream.targets.base import Delivery, Outcome, Sender
 
 log = logging.getLogger(__name__)
 GRACE_S = 1.0
-__all__ = ["GRACE_S", "AttemptKey", "Completion", "Deliveries", "Executor", "Gate"]
-
-
-class Gate(Protocol):
-    """The concurrency limits the executor holds to (``dispatcher.limits.Limits``)."""
-
-    @property
-    def concurrency(self) -> int: ...
-
-    @property
-    def host_concurrency(self) -> int: ...
-
-    def tenant_concurrency_of(self, tenant: str) -> int: ...
-
-
-class Deliveries(Protocol):
-    """Where the dispatcher's HTTP and SQS attempts run: ``Executor`` (a thread of this
-    process) or ``DeliveryProcess`` (a child process); one processor thread calls it."""
-
-    @property
-    def in_flight(self) -> int: ...
-
-    def set_gate(self, gate: Gate, ttl_s: float) -> None: ...
-
-    def submit(self, partition: int, tenant: str, delivery: Delivery, target: Sender[Any],
-               config: Any, host: str | None = None, delay_s: float = 0.0,
-               committed_at: float | None = None) -> None: ...  # fmt: skip
-
-    def flush(self) -> None: ...
-
-    def cancel(self, partition: int, run_id: str, attempt: int) -> bool: ...
-
-    def running(self, partition: int, run_id: str, attempt: int) -> bool: ...
-
-    def hold(self, partition: int) -> None: ...
-
-    def cancel_partition(self, partition: int) -> int: ...
-
-    def drain(self) -> list[Completion]: ...
-
-    def call(self, factory: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-class Completion(NamedTuple):
-    """How one submitted attempt ended; ``outcome`` is None when it was cancelled (a tuple:
-    one is made per attempt, and the delivery process sends its fields)."""
-
-    partition: int
-    tenant: str
-    run_id: str
-    attempt: int
-    outcome: Outcome | None
-    host: str | None = None
 
 
 class Executor:
@@ -121,15 +68,16 @@ class Executor:
         self._wake_pending = False
         self._live: set[AttemptKey] = set()  # submitted and not drained (processor thread)
         self._tasks: dict[AttemptKey, asyncio.Task[None]] = {}  # its worker (loop thread)
-        self._bounds: dict[AttemptKey, float] = {}  # loop time past which it is cut (loop)
-        self._overran: set[AttemptKey] = set()  # cut by the sweep (loop)
-        self._asked: set[AttemptKey] = set()  # cancelled by ``cancel`` (loop)
+        self._deadlines = Deadlines(grace_s)
+        # its entries, bound once: every attempt's start and end writes them (loop)
+        self._bounds, self._overran = self._deadlines.bounds, self._deadlines.overran
+        self._asked = self._deadlines.asked
         self._sweep_s = grace_s / 4
         self._sweeping = False  # a sweep is scheduled (loop)
         self._gate: Gate | None = None
         self._ttl_s = 0.0
         self._waiting = WaitingRoom()  # (loop)
-        self._running_in = _Counts()  # attempts running, by tenant and host (loop)
+        self._running_in = RunningCounts()  # attempts running, by tenant and host (loop)
         self._held: set[int] = set()  # partitions whose waiting starts may not start
         self._host_room = self._host_has_room  # bound once: asked for every start
         self._tenant_room = self._tenant_has_room
@@ -308,25 +256,9 @@ class Executor:
                 raise
             while task.uncancel():
                 pass
-            return self._cancelled(item)
+            return self._deadlines.cancelled(item)
         except Exception as exc:  # a target bug must not lose the attempt
             return Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
-
-    def _cancelled(self, item: Submission) -> Outcome | None:
-        """What a cancelled attempt ended with: nothing when ``cancel`` asked for it (the
-        processor knows), timed out when the sweep cut it, and a failure to retry when
-        neither did (a cancel from elsewhere must not leave the run in flight)."""
-        key = item.key
-        if key in self._asked:
-            return None
-        delivery = item.delivery
-        if key in self._overran:
-            limit = delivery.deadline + self._grace_s
-            reason = f"no answer within {delivery.deadline:g} s"
-            return Outcome("timed_out", reason, True, round(limit * 1e6))
-        log.warning("attempt %s of %s was cancelled, not by the dispatcher: it is retried",
-                    delivery.attempt, delivery.run_id)  # fmt: skip
-        return Outcome("failed", "cancelled while running (not by the dispatcher)", True, 0)
 
     def _worker_ended(self, slot: list[Submission | None], task: asyncio.Task[None]) -> None:
         """(loop thread) A worker that stopped inside an attempt (cancelled before it began,
@@ -342,7 +274,7 @@ class Executor:
         if exc is not None:
             outcome = Outcome("failed", f"{type(exc).__name__}: {exc}", True, 0)
         elif not self._closing:
-            outcome = self._cancelled(item)
+            outcome = self._deadlines.cancelled(item)
         self._end(item, task, outcome)
 
     def _expire(self, item: Submission) -> None:
@@ -362,10 +294,7 @@ class Executor:
     def _sweep(self) -> None:
         """(loop thread) Cut the attempts past their deadline plus the grace period."""
         now = self._loop.time()
-        for key, bound in self._bounds.items():
-            if bound <= now and key not in self._overran:
-                self._overran.add(key)
-                self._tasks[key].cancel()
+        self._deadlines.cut(self._tasks, now)
         if self._waiting:
             if self._gate is not None:  # also the starts behind a full host or tenant
                 for item in self._waiting.take_expired(now, self._ttl_s):
@@ -477,21 +406,3 @@ class Executor:
             asyncio.run_coroutine_threadsafe(settle(), self._loop).result(self._grace_s + 2)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-
-class _Counts:
-    """Attempts running on the loop: in all, by tenant, by host."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.by_tenant: collections.Counter[str] = collections.Counter()
-        self.by_host: collections.Counter[str | None] = collections.Counter()
-
-    def add(self, item: Submission, n: int) -> None:
-        self.total += n
-        self.by_tenant[item.tenant] += n
-        self.by_host[item.host] += n
-        if n < 0 and not self.by_tenant[item.tenant]:
-            del self.by_tenant[item.tenant]
-        if n < 0 and not self.by_host[item.host]:
-            del self.by_host[item.host]

@@ -41,8 +41,9 @@ from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import decode_worker_event
 from schedulerstream.dispatcher.applier import ActionApplier
 from schedulerstream.dispatcher.context import ContextOutput
+from schedulerstream.dispatcher.deliveries import Completion, Deliveries
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
-from schedulerstream.dispatcher.executor import Completion, Deliveries, Executor
+from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.dispatcher.kafka_records import KafkaRecords
 from schedulerstream.dispatcher.leases import WorkerLeases
 from schedulerstream.dispatcher.limits import Limits

@@ -1,4 +1,5 @@
-"""The executor's waiting room: committed starts waiting for a slot of its gate.
+"""The executor's waiting room: committed starts waiting for a slot of its gate, and the
+attempts running on its loop that the gate's slots are counted against (``RunningCounts``).
 
 One FIFO queue per tenant within each host: when a slot frees, the oldest start whose host
 and tenant both have room is found by asking each host once and looking at the heads of its
@@ -150,3 +151,21 @@ class WaitingRoom:
             if not tenants:
                 del self._hosts[item.host]
         self._size -= 1
+
+
+class RunningCounts:
+    """Attempts running on the loop: in all, by tenant, by host."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_tenant: collections.Counter[str] = collections.Counter()
+        self.by_host: collections.Counter[str | None] = collections.Counter()
+
+    def add(self, item: Submission, n: int) -> None:
+        self.total += n
+        self.by_tenant[item.tenant] += n
+        self.by_host[item.host] += n
+        if n < 0 and not self.by_tenant[item.tenant]:
+            del self.by_tenant[item.tenant]
+        if n < 0 and not self.by_host[item.host]:
+            del self.by_host[item.host]

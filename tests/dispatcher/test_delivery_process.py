@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from harness.procs import ReceiverProcess
+from schedulerstream.dispatcher.deliveries import Completion
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
-from schedulerstream.dispatcher.executor import Completion
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.errors import DependencyDown
 from schedulerstream.model import HttpTarget

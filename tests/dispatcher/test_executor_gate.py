@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from schedulerstream.dispatcher.executor import Completion, Executor
+from schedulerstream.dispatcher.deliveries import Completion
+from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.targets.base import Delivery, Outcome
 
