@@ -36,8 +36,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from schedulerstream.codec import default_codec
+from schedulerstream.dispatcher.context import Topics
 from schedulerstream.dispatcher.limits import Limits
-from schedulerstream.dispatcher.logic import DispatchLogic, Start, Topics
+from schedulerstream.dispatcher.logic import DispatchLogic, Start
 from schedulerstream.ids import scheduled_run_id
 from schedulerstream.model import JobDefinition
 from schedulerstream.runtime.store import RocksStore

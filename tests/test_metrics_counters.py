@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from schedulerstream.dispatcher.logic import Counters as DispatcherCounters
+from schedulerstream.dispatcher.context import Counters as DispatcherCounters
 from schedulerstream.observability.collectors import DISPATCHER_COUNTERS, SCHEDULER_COUNTERS
 from schedulerstream.scheduler.counters import Counters as SchedulerCounters
 

@@ -1,9 +1,10 @@
-"""What the parts of the dispatcher share: the partition a call works on (``PartitionContext``),
-the run lifecycle they call back into (``Runs``), and where a call's records go (a task
-context: ``ContextOutput``; nowhere: ``NO_OUTPUT``)."""
+"""What the parts of the dispatcher share: the logic's topics and counters, the partition a call
+works on (``PartitionContext``), the run lifecycle they call back into (``Runs``), and where a
+call's records go (a task context: ``ContextOutput``; nowhere: ``NO_OUTPUT``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from schedulerstream.dispatch_spec import DispatchSpec
@@ -15,6 +16,22 @@ from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.states import AttemptOutcome
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import StateStore
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    attempts: str
+    commands: str  # a 410 sends PauseJob here
+    tiers: tuple[tuple[str, int], ...] = ()  # (delay topic, delay µs), shortest first
+
+
+@dataclass(slots=True)
+class Counters:
+    accepted: int = 0
+    duplicates: int = 0
+    started: int = 0
+    late_outcomes: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
 
 
 class PartitionContext:
@@ -33,7 +50,7 @@ class PartitionContext:
 
 
 class Runs(Protocol):
-    """What the parts of the dispatcher logic (overlap, retries) ask of it."""
+    """What the parts of the dispatcher logic (overlap, retries, arrivals, endings) ask of it."""
 
     def spec(self, run: RunRecord) -> DispatchSpec: ...
 

@@ -6,17 +6,17 @@ is returned as ``Start``/``Cancel`` actions. No Kafka, no HTTP, no clock of its 
 
 A run's status moves only as ``states`` allows. Each call works on one ``PartitionContext``:
 the store and output it was given, and the partition's in-memory ``PartitionIndex`` (rebuilt
-in ``on_running``, so a start costs point reads, never a range scan) and tenant ring. Which
-runs start is ``selection``'s; the overlap policy is ``overlap``'s, the next attempt after a
-failure ``retries``', a 410 ``gone``'s, forgetting finished runs ``retention``'s.
+in ``on_running``, so a start costs point reads, never a range scan) and tenant ring. Runs
+arriving and revoked are ``arrivals``'; which runs start is ``selection``'s; an attempt's end
+and a run's (finish, cancel) are ``endings``'; the overlap policy is ``overlap``'s, the next
+attempt after a failure ``retries``', a 410 ``gone``'s, forgetting finished runs
+``retention``'s.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from schedulerstream import notices
 from schedulerstream.codec import Codec
@@ -28,13 +28,12 @@ from schedulerstream.dispatcher.actions import (
     Start,
     in_transaction,
     target_host,
-    waits_for_ready,
 )
-from schedulerstream.dispatcher.aftermath import after_finish
-from schedulerstream.dispatcher.context import NO_OUTPUT, PartitionContext
+from schedulerstream.dispatcher.arrivals import Arrivals
+from schedulerstream.dispatcher.context import NO_OUTPUT, Counters, PartitionContext, Topics
+from schedulerstream.dispatcher.endings import Endings
 from schedulerstream.dispatcher.events import EventWriter, Output
 from schedulerstream.dispatcher.fairness import DeficitRing
-from schedulerstream.dispatcher.gone import remember_gone
 from schedulerstream.dispatcher.index import PartitionIndex
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.overlap import OverlapPolicy
@@ -44,16 +43,11 @@ from schedulerstream.dispatcher.retries import Retries
 from schedulerstream.dispatcher.selection import FairSelection, Ready
 from schedulerstream.dispatcher.spec import SpecReader
 from schedulerstream.dispatcher.states import (
-    BUFFERED,
     IN_FLIGHT,
-    OUTCOME_OF,
     QUEUED,
-    REVOKED,
     TERMINAL,
-    UNKNOWN,
     WAITING,
     AttemptOutcome,
-    end,
     move,
 )
 from schedulerstream.errors import StateError
@@ -61,28 +55,9 @@ from schedulerstream.ingest import decode_command
 from schedulerstream.runtime.store import StateStore
 from schedulerstream.targets.base import Delivery, Outcome
 
-__all__ = ["Action", "Cancel", "Counters", "DispatchLogic", "Start", "Topics"]
+__all__ = ["Action", "Cancel", "DispatchLogic", "Start"]
 
-# an armed attempt this close to its due time is left to be sent: a revocation does not abort it
-ARM_MARGIN_US = 20_000
-SUCCEEDED, FAILED = AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED  # (hot: no class lookup)
-DEAD_LETTERED, CANCELLED = AttemptOutcome.DEAD_LETTERED, AttemptOutcome.CANCELLED
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    attempts: str
-    commands: str  # a 410 sends PauseJob here
-    tiers: tuple[tuple[str, int], ...] = ()  # (delay topic, delay µs), shortest first
-
-
-@dataclass(slots=True)
-class Counters:
-    accepted: int = 0
-    duplicates: int = 0
-    started: int = 0
-    late_outcomes: int = 0
-    finished: dict[str, int] = field(default_factory=dict)
+FAILED = AttemptOutcome.FAILED  # (hot: no class lookup)
 
 
 class DispatchLogic:
@@ -116,7 +91,13 @@ class DispatchLogic:
         self.retention = Retention(retention_us, prune_budget)
         self.overlap = OverlapPolicy(self)
         self.retries = Retries(topics.tiers, self.events, self)
-        self._ready = ready
+        self.endings = Endings(codec, topics, self.events, self.counters, self._unblocked,
+                               self.overlap, self.retries, self)  # fmt: skip
+        # the parts' entries, bound once (a run's path calls them)
+        self.finish, self.cancel, self._ended = (self.endings.finish, self.endings.cancel,
+                                                 self.endings.ended)  # fmt: skip
+        self.arrivals = Arrivals(self.specs, self.events, self.counters, ready, self)
+        self._triggered, self._revoked = self.arrivals.triggered, self.arrivals.revoked
         self.selection = FairSelection(limits, start_budget, self.spec, self.overlap.admit,
                                        self._start, self._armable, arm_us,
                                        record_budget, ready, self.current)  # fmt: skip
@@ -237,35 +218,6 @@ class DispatchLogic:
                   logged=False)  # fmt: skip
         self._context(store, NO_OUTPUT, partition).index.deactivate(run.job_key, run.run_id)
 
-    def _ended(self, pc: PartitionContext, run: RunRecord, outcome: Outcome, now_us: int,
-               *, unsaved: bool = False) -> None:  # fmt: skip
-        """``run``'s attempt ended with ``outcome`` (``unsaved``: a record's run, its start not
-        written)."""
-        out, store, partition = pc.out, pc.store, pc.partition
-        extra: dict[str, Any] = {"status_code": outcome.status_code,
-                                 "duration_us": outcome.duration_us}  # fmt: skip
-        if outcome.succeeded:
-            self.finish(pc, run, SUCCEEDED, now_us, outcome.reason, **extra)
-            return
-        if outcome.kind == "gone":
-            pause = remember_gone(self.codec, store, pc.index, run, outcome, now_us)
-            if pause is not None:
-                out.produce(self.topics.commands, run.job_key.encode(), pause, partition)
-            self.finish(pc, run, FAILED, now_us, f"target gone: {outcome.reason}", counts=False,
-                        **extra)  # fmt: skip
-            return
-        kind = OUTCOME_OF[outcome.kind] if outcome.kind in UNKNOWN else FAILED
-        unknown = kind in UNKNOWN and self.spec(run).delivery == "at_most_once"
-        if not outcome.retryable or unknown:  # a timed-out request may have landed
-            self.finish(pc, run, kind, now_us, outcome.reason, **extra)
-            return
-        if unsaved:  # active until it ends, through its retries
-            store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
-        run.last_error = outcome.reason
-        self.events.emit(out, partition, run, kind, now_us, reason=outcome.reason, **extra)
-        self.retries.after_failure(pc, run, now_us, outcome.retry_after_s,
-                                   (kind, outcome.status_code))  # fmt: skip
-
     def on_tick(self, store: StateStore, out: Output, partition: int,
                 now_us: int) -> list[Action]:  # fmt: skip
         """Forget long-finished runs; start the due runs that fairness and the limits allow."""
@@ -316,74 +268,6 @@ class DispatchLogic:
             ring.add(tenant)
         self._kept[partition] = (index, ring)
 
-    # -- ingest ---------------------------------------------------------------------------
-    def _triggered(self, pc: PartitionContext, rec: dict[str, Any], now_us: int) -> None:
-        old = rk.load(pc.store, rec["run_id"])
-        if old is not None:
-            rearm = old.status == REVOKED and rec["job_version"] >= old.job_version
-            update = old.not_started and rec["job_version"] > old.job_version
-            if not (rearm or update):
-                self.counters.duplicates += 1
-                return
-            self._unindex(pc.store, old)
-        spec = self._spec(rec)  # validates (else: rejected)
-        if rec["trigger"] == notices.NOTIFICATION:
-            spec = spec.notice()  # the job's notify target (the scheduler's "paused" notice)
-        run = RunRecord(
-            run_id=rec["run_id"], tenant=rec["tenant"], job_id=rec["job_id"],
-            scheduled_at_us=rec["scheduled_at_us"], not_before_us=rec["not_before_us"],
-            accepted_at_us=now_us, trigger=rec["trigger"], payload_json=rec["payload_json"],
-            job_version=rec["job_version"], spec=spec,
-            status=QUEUED if old is None else old.status,  # it replaces ``old``
-        )  # fmt: skip
-        self.counters.accepted += 1
-        self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
-        self.enqueue(pc, run, run.not_before_us)
-        if self._ready is not None and waits_for_ready(spec.target):
-            self._ready(spec.target, run.tenant)  # asks for its topic now, before it is due
-
-    def _spec(self, rec: dict[str, Any]) -> DispatchSpec:
-        """The run's spec: the one it carries, else its definition snapshot's."""
-        text = rec.get("dispatch_spec_json")
-        if text is not None:
-            return self.specs.read_json(text)
-        if not rec["job_definition"]:
-            raise ValueError(f"run {rec['run_id']!r} carries neither a dispatch spec nor the "
-                             "job's definition")  # fmt: skip
-        run_key = f"{rec['tenant']}/{rec['job_id']}"
-        job_key, spec = self.specs.read(rec["job_definition"], run_key, rec["job_version"])
-        if job_key != run_key:
-            raise ValueError(f"run {rec['run_id']!r} carries the definition of {job_key!r}")
-        return spec
-
-    def _revoked(self, pc: PartitionContext, rec: dict[str, Any],
-                 now_us: int) -> list[Action]:  # fmt: skip
-        store = pc.store
-        run = rk.load(store, rec["run_id"])
-        if run is None:  # keep the revocation: an older RunTriggered must not arm it
-            run = RunRecord(
-                rec["run_id"], rec["tenant"], rec["job_id"], rec["scheduled_at_us"],
-                rec["scheduled_at_us"], now_us, "scheduled", None, rec["job_version"], None,
-                status=REVOKED, outcome=AttemptOutcome.REVOKED,
-            )  # fmt: skip
-            rk.save_finished(store, run, now_us)
-            return []
-        if run.job_version >= rec["job_version"]:
-            return []
-        if self.armed(run, now_us):
-            run.job_version = rec["job_version"]
-            reason = f"{rec['reason']} (before its armed attempt was sent)"
-            self.finish(pc, run, AttemptOutcome.REVOKED, now_us, reason)
-            return [Cancel(pc.partition, run.run_id, run.attempt)]
-        if not run.not_started:
-            return []
-        self._unindex(store, run)
-        end(run, AttemptOutcome.REVOKED)
-        run.job_version = rec["job_version"]
-        self.events.emit(pc.out, pc.partition, run, "revoked", now_us, reason=rec["reason"])
-        rk.save_finished(store, run, now_us)
-        return []
-
     # -- queues ---------------------------------------------------------------------------
     def enqueue(self, pc: PartitionContext, run: RunRecord, due_us: int) -> None:
         """Queue ``run`` in its tenant's queue, due at ``due_us``."""
@@ -398,21 +282,7 @@ class DispatchLogic:
         pc.index.push(run.tenant, max(0, due_us), seq, run.run_id)
         pc.ring.add(run.tenant)
 
-    def _unindex(self, store: StateStore, run: RunRecord) -> None:
-        """Remove ``run`` from its tenant queue and the job's buffer slot (the in-memory queue
-        entry is dropped when it reaches the head)."""
-        if run.status == QUEUED:
-            store.delete(rk.queue_key(run.tenant, run.due_us, run.seq), logged=False)
-        elif run.status == BUFFERED:
-            store.delete(rk.buffer_key(run.job_key))
-
     # -- attempts -------------------------------------------------------------------------
-    def armed(self, run: RunRecord, now_us: int) -> bool:
-        """Is ``run``'s first attempt started ahead and not due for ``ARM_MARGIN_US`` yet (so
-        an abort reaches the delivery loop before it sends)?"""
-        return (run.status == IN_FLIGHT and run.attempt == 1
-                and run.due_us > now_us + ARM_MARGIN_US)  # fmt: skip
-
     def _armable(self, pc: PartitionContext, run: RunRecord) -> bool:
         """May ``run`` start before it is due: a request the delivery loop sends at its due
         time (not a record of this transaction, nor a worker's offer), and, for a first
@@ -463,55 +333,6 @@ class DispatchLogic:
     def _save_started(store: StateStore, run: RunRecord) -> None:
         store.put(rk.active_key(run.job_key, run.run_id), b"", logged=False)
         rk.save(store, run)
-
-    def cancel(self, pc: PartitionContext, run: RunRecord, reason: str,
-               now_us: int) -> list[Action]:  # fmt: skip
-        """End ``run`` as cancelled; an attempt in flight is to be aborted."""
-        actions: list[Action] = []
-        if run.status == IN_FLIGHT:
-            actions.append(Cancel(pc.partition, run.run_id, run.attempt))
-        self._unindex(pc.store, run)
-        self.finish(pc, run, CANCELLED, now_us, reason)
-        return actions
-
-    def finish(self, pc: PartitionContext, run: RunRecord, kind: AttemptOutcome, now_us: int,
-               reason: str | None, *, status_code: int | None = None,
-               duration_us: int | None = None, last_kind: str | None = None,
-               counts: bool = True) -> None:  # fmt: skip
-        """A terminal event; the run leaves the job's active set, freeing a buffered run. Its
-        aftermath (``aftermath``): a pause after N failed runs, a dead letter's notification."""
-        store = pc.store
-        if kind != DEAD_LETTERED:  # a dead letter's status code is its last attempt's
-            self.events.emit(pc.out, pc.partition, run, kind, now_us, reason=reason,
-                             status_code=status_code, duration_us=duration_us)  # fmt: skip
-        else:
-            self.events.emit(pc.out, pc.partition, run, kind, now_us, reason=reason)
-        spec = run.spec
-        after = after_finish(self.codec, store, run, spec, kind, reason, now_us,
-                             status_code=status_code, last_kind=last_kind,
-                             counts=counts)  # fmt: skip
-        if after.pause is not None:
-            pc.out.produce(self.topics.commands, run.job_key.encode(), after.pause, pc.partition)
-        if after.notice is not None:
-            self._admit(pc, after.notice, now_us)
-        store.delete(rk.active_key(run.job_key, run.run_id), logged=False)
-        pc.index.deactivate(run.job_key, run.run_id)
-        if self._unblocked:  # it starts or ends again: blocking as any run
-            self._unblocked.get(pc.partition, set()).discard(run.run_id)
-        end(run, kind)
-        run.last_error = reason if kind != SUCCEEDED else None
-        rk.save_finished(store, run, now_us)
-        self.counters.finished[kind] = self.counters.finished.get(kind, 0) + 1
-        self.overlap.release(pc, run, now_us)
-
-    def _admit(self, pc: PartitionContext, run: RunRecord, now_us: int) -> None:
-        """Queue a run made here (a notification): once per id, like a RunTriggered."""
-        if rk.load(pc.store, run.run_id) is not None:
-            self.counters.duplicates += 1
-            return
-        self.counters.accepted += 1
-        self.events.emit(pc.out, pc.partition, run, "accepted", now_us)
-        self.enqueue(pc, run, run.not_before_us)
 
     # -- records --------------------------------------------------------------------------
     restore_record = staticmethod(rk.restore)

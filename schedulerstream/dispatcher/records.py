@@ -184,6 +184,15 @@ def save_finished(store: StateStore, run: RunRecord, now_us: int) -> None:
     store.put(done_key(now_us, run.run_id), b"", logged=False)
 
 
+def unindex(store: StateStore, run: RunRecord) -> None:
+    """Remove ``run`` from its tenant queue and the job's buffer slot (the in-memory queue
+    entry is dropped when it reaches the head)."""
+    if run.status == QUEUED:
+        store.delete(queue_key(run.tenant, run.due_us, run.seq), logged=False)
+    elif run.status == BUFFERED:
+        store.delete(buffer_key(run.job_key))
+
+
 def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
     """Apply one changelog record while restoring, rebuilding the derived keys.
 

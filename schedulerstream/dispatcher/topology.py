@@ -40,14 +40,14 @@ from schedulerstream.clock import Clock, SystemClock
 from schedulerstream.codec import Codec, default_codec
 from schedulerstream.contracts.worker import decode_worker_event
 from schedulerstream.dispatcher.applier import ActionApplier
-from schedulerstream.dispatcher.context import ContextOutput
+from schedulerstream.dispatcher.context import ContextOutput, Topics
 from schedulerstream.dispatcher.deliveries import Completion, Deliveries
 from schedulerstream.dispatcher.delivery_process import DeliveryProcess
 from schedulerstream.dispatcher.executor import Executor
 from schedulerstream.dispatcher.kafka_records import KafkaRecords
 from schedulerstream.dispatcher.leases import WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
-from schedulerstream.dispatcher.logic import DispatchLogic, Topics
+from schedulerstream.dispatcher.logic import DispatchLogic
 from schedulerstream.dispatcher.records import RunRecord
 from schedulerstream.dispatcher.work_topics import WorkTopics
 from schedulerstream.histogram import LATENESS_BUCKETS, Histogram

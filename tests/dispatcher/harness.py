@@ -8,8 +8,9 @@ from typing import Any
 from schedulerstream.clock import ManualClock
 from schedulerstream.codec import Codec
 from schedulerstream.dispatcher.actions import in_transaction
+from schedulerstream.dispatcher.context import Topics
 from schedulerstream.dispatcher.limits import Limits
-from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start, Topics
+from schedulerstream.dispatcher.logic import Action, Cancel, DispatchLogic, Start
 from schedulerstream.model import JobDefinition
 from schedulerstream.runtime.store import prefix_end
 from schedulerstream.scheduler.plan import dispatch_spec_json

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from schedulerstream.contracts.worker import WorkerEvent
+from schedulerstream.dispatcher.context import Topics
 from schedulerstream.dispatcher.leases import WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
-from schedulerstream.dispatcher.logic import DispatchLogic, Start, Topics
+from schedulerstream.dispatcher.logic import DispatchLogic, Start
 from tests.dispatcher.harness import CODEC, SECOND, TIERS, Harness, run_id, run_triggered
 
 WORKER = {"type": "worker", "pool": "p"}
