@@ -2,7 +2,8 @@
 
 Inputs: cron.runs, cron.commands (CancelRun) and the retry delay topics; changelog
 cron.dispatcher-state. HTTP and SQS attempts run on the ``Executor``'s loop and come back
-through ``punctuate``; a Kafka target is produced inside the transaction (exactly once).
+through ``punctuate``; a Kafka target is produced inside the transaction (exactly once). The
+logic's actions and the attempts' outcomes are carried out by its ``ActionApplier``.
 
 An HTTP or SQS attempt is sent only after the transaction that records it as started has
 committed (``after_commit``; the start asks for a commit at once). A zombie that lost its
