@@ -207,7 +207,8 @@ class SchedulerLogic:
         broken = self.pauses.broken.get(partition, ())
         for n, due_key in enumerate(due):
             if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
-                self.jobs.due_floor[store] = due_key
+                # a job handled before it may be due again below it (still catching up)
+                self.jobs.due_floor[store] = min(due_key, self.jobs.due_floor[store])
                 more = True
                 due = due[:n]
                 break

@@ -109,6 +109,41 @@ def test_a_tick_past_its_byte_budget_leaves_the_next_jobs_to_the_next_tick(
     assert found == [1, 2, 3]
 
 
+def _catching_up(tick_bytes: int, monkeypatch: Any) -> tuple[list[str], int]:
+    """Two tenants' every-second jobs, 20 and 10 minutes behind (catch_up, a few dozen runs a
+    tick each): the run ids their ticks emit until one emits nothing, and how many ticks."""
+    monkeypatch.setattr("schedulerstream.scheduler.logic.TICK_BYTES", tick_bytes)
+    monkeypatch.setattr("schedulerstream.scheduler.plan.JOB_TICK_BYTES", 10_000)
+    h = Harness(lookahead_s=3.5)
+    h.now = us("2025-01-06T10:00:00.2Z")
+    for tenant, written in (("good", "09:40:00"), ("bad", "09:50:00")):
+        job = definition(1, tenant=tenant, job_id="j", schedule={"every": 1},
+                         misfire_policy="catch_up", catch_up_window=3600)  # fmt: skip
+        h.put(job, key=f"{tenant}/j".encode(), ts=us(f"2025-01-06T{written}Z"))
+    ticks, seen = 0, -1
+    while len(h.out.runs()) > seen:  # ticks at one instant until one emits nothing
+        seen = len(h.out.runs())
+        h.logic.on_tick(h.store, h.out, 0, h.now)
+        ticks += 1
+        assert ticks < 1_000, "the ticks never ran out of work"
+    return h.run_ids(), ticks
+
+
+def test_a_tick_cut_by_its_byte_budget_scans_the_jobs_it_left_due_again(
+    monkeypatch: Any,
+) -> None:
+    """A job still behind after its share of a tick is scanned again next tick, also when
+    the budget cut the tick at a later job: before, the cut raised the scan's floor above
+    it, and it emitted nothing more until its partition restarted."""
+    whole, _ = _catching_up(64 << 20, monkeypatch)
+    cut, ticks = _catching_up(1, monkeypatch)
+
+    assert ticks > 40  # the budgets did cut the ticks
+    assert sorted(cut) == sorted(whole)
+    assert {r.split("/")[0] for r in whole} == {"good", "bad"}
+    assert len(whole) > 1_800  # 20 + 10 minutes of seconds, and the lookahead
+
+
 def test_a_job_that_cannot_be_quarantined_either_is_left_out_and_the_others_fire_on() -> None:
     h = Harness()
     h.now = us("2025-01-06T10:00:30Z")
