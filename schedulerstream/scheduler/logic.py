@@ -40,6 +40,7 @@ from schedulerstream.scheduler.writer import Output, RecordWriter, Topics
 
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
+TICK_INSTANTS = 20_000  # instants computed in one tick (~0.1 s with their runs): past it, the same
 INLINE_CHUNK = 1000  # job records a tick rewrites with their definition (inline_definitions)
 
 
@@ -61,6 +62,7 @@ class SchedulerLogic:
         self.instance = instance
         self.due_batch = due_batch
         self.emitted_bytes = 0  # of run records, ever (a tick's share bounds the tick)
+        self.examined = 0  # instants computed for due jobs, ever (the same)
         self.backfill_chunk = backfill_chunk
         self.plans = PlanCache(
             lambda data: codec.decode_as("JobDefinition", data),
@@ -203,10 +205,12 @@ class SchedulerLogic:
         more = len(due) >= self.due_batch
         # every key below ``upper`` is handled now (keys written meanwhile lower it again)
         self.jobs.due_floor[store] = due[-1] if more else upper
-        emitted = self.emitted_bytes
+        emitted, examined = self.emitted_bytes, self.examined
         broken = self.pauses.broken.get(partition, ())
         for n, due_key in enumerate(due):
-            if self.emitted_bytes - emitted >= TICK_BYTES:  # the rest in the next tick
+            if self.emitted_bytes - emitted >= TICK_BYTES or (
+                self.examined - examined >= TICK_INSTANTS
+            ):  # the rest in the next tick
                 # a job handled before it may be due again below it (still catching up)
                 self.jobs.due_floor[store] = min(due_key, self.jobs.due_floor[store])
                 more = True
@@ -258,6 +262,7 @@ class SchedulerLogic:
         new = state.copy()
         plan = self.jobs.plan_of(store, job_key, new)
         result = advance(new, plan, now_us, self.timers, next_instant)
+        self.examined += result.examined
         for emission in result.emissions:
             self._emit(out, partition, plan, emission, now_us)
         for missed in result.missed:

@@ -4,6 +4,10 @@ Misfire rules (DESIGN.md §3): an instant is *late* when it is more than ``grace
 Late instants older than ``catch_up_window`` are always missed; within the window the policy
 decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all. Every dropped instant
 is reported in a ``Missed`` record, never silently lost.
+
+Dropped instants are counted one by one up to ``MISFIRE_SCAN``; past it the count is a lower
+bound and the latest instants are found by bisection, so a job years behind costs a few dozen
+``next_after`` calls, not one per instant (a tenant's resumed jobs would hold the whole tick).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from schedulerstream.scheduler.state import JobState, PendingRun
 from schedulerstream.timing import Schedule
 
 NextAfter = Callable[[Schedule, int], int | None]
+MISFIRE_SCAN = 100  # dropped instants counted one by one; past it, bisection
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +57,61 @@ class Missed:
 
 @dataclass(slots=True)
 class Advance:
+    """What ``advance`` emits and drops; ``examined``: about how many instants it computed."""
+
     emissions: list[Emission] = field(default_factory=list)
     missed: list[Missed] = field(default_factory=list)
+    examined: int = 0
 
 
-def _count_before(
-    next_after: NextAfter, schedule: Schedule, first: int, limit_us: int, cap: int
-) -> tuple[int, int, bool]:
-    """Count instants in ``[first, limit_us)``: (count, last instant, capped)."""
-    count, last, current = 1, first, first
-    while count < cap:
-        instant = next_after(schedule, current)
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Instants in ``[first, limit)``: ``count`` (a lower bound when ``capped``), the latest,
+    the one before it (None when alone) and how many instants finding them computed."""
+
+    count: int
+    last: int
+    before_last: int | None
+    capped: bool
+    examined: int
+
+
+def span(next_after: NextAfter, schedule: Schedule, first: int, limit_us: int) -> Span:
+    """The instants from ``first`` (one of them, below ``limit_us``) to ``limit_us``: counted
+    one by one up to ``MISFIRE_SCAN``, the latest two found by bisection past it."""
+    count, before, last = 1, None, first
+    while True:
+        instant = next_after(schedule, last)
         if instant is None or instant >= limit_us:
-            return count, last, False
-        count, last, current = count + 1, instant, instant
-    return count, last, True
+            return Span(count, last, before, False, count)
+        if count >= MISFIRE_SCAN:
+            break
+        count, before, last = count + 1, last, instant
+    latest, steps = _latest_before(next_after, schedule, last, limit_us)
+    previous, more = _latest_before(next_after, schedule, last, latest)
+    return Span(count, latest, previous, True, count + steps + more)
+
+
+def _latest_before(
+    next_after: NextAfter, schedule: Schedule, after: int, limit_us: int
+) -> tuple[int, int]:
+    """The latest instant below ``limit_us`` (``after`` when none is after it), by bisection
+    on ``next_after``, and the instants computed."""
+    first = next_after(schedule, after)
+    if first is None or first >= limit_us:
+        return after, 1
+    low, high, steps = after, limit_us - 1, 1  # next_after(low) < limit <= next_after(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        instant = next_after(schedule, middle)
+        steps += 1
+        if instant is not None and instant < limit_us:
+            low = middle
+        else:
+            high = middle
+    latest = next_after(schedule, low)
+    assert latest is not None and latest < limit_us, "next_after is not monotonic"
+    return latest, steps + 1
 
 
 def advance(
@@ -86,14 +131,20 @@ def advance(
 
     first = next_after(schedule, cursor)
     if first is not None and first < window_start and first < late_cut:
-        count, last, capped = _count_before(
-            next_after, schedule, first, window_start, timers.count_cap
+        old = span(next_after, schedule, first, window_start)
+        result.missed.append(
+            Missed(first, old.last, old.count, old.capped, "older than catch_up_window")
         )
-        result.missed.append(Missed(first, last, count, capped, "older than catch_up_window"))
-        cursor = max(last, window_start - 1)
+        result.examined += old.examined
+        cursor = max(old.last, window_start - 1)
+        first = next_after(schedule, cursor)
 
-    late: list[int] = []
     chosen: list[tuple[int, int, str, str]] = []  # on time first; the late are put before
+    if plan.misfire_policy != "catch_up" and first is not None and first < late_cut:
+        cursor = _drop_late(plan, span(next_after, schedule, first, late_cut), first, now_us,
+                            chosen, result)  # fmt: skip
+
+    late: list[int] = []  # catch_up's
     budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
@@ -108,10 +159,10 @@ def advance(
             chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
         cursor = instant
         budget -= 1
+    result.examined += timers.count_cap - budget + 1
 
     if late:
-        keep = _apply_policy(plan.misfire_policy, late, result)
-        chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in keep]
+        chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in late]
     cap = plan.runs_per_tick(timers.count_cap)
     if len(chosen) > cap:  # large records: the rest from the next tick (instants ascend)
         del chosen[cap:]
@@ -131,17 +182,22 @@ def advance(
     return result
 
 
-def _apply_policy(policy: str, late: list[int], result: Advance) -> list[int]:
-    if policy == "catch_up":
-        return late
-    if policy == "fire_once":
-        if len(late) > 1:
-            result.missed.append(
-                Missed(late[0], late[-2], len(late) - 1, False, "misfire fire_once")
-            )
-        return late[-1:]
-    result.missed.append(Missed(late[0], late[-1], len(late), False, "misfire skip"))
-    return []
+def _drop_late(
+    plan: JobPlan, late: Span, first: int, now_us: int,
+    chosen: list[tuple[int, int, str, str]], result: Advance,
+) -> int:  # fmt: skip
+    """Apply ``skip`` or ``fire_once`` to the late instants from ``first``: the latest is
+    fired (``fire_once``) and the rest reported missed; returns the new cursor."""
+    result.examined += late.examined
+    if plan.misfire_policy == "fire_once":
+        chosen.append((late.last, now_us, plan.run_id(late.last), "catch_up"))
+        if late.before_last is not None:
+            missed = Missed(first, late.before_last, late.count - 1, late.capped,
+                            "misfire fire_once")  # fmt: skip
+            result.missed.append(missed)
+    else:
+        result.missed.append(Missed(first, late.last, late.count, late.capped, "misfire skip"))
+    return late.last
 
 
 def schedule_next(state: JobState, plan: JobPlan, next_after: NextAfter) -> None:
