@@ -11,6 +11,13 @@ from schedulerstream.timing.civil import SECONDS_PER_DAY, days_from_civil
 from schedulerstream.timing.schedule import MICROS, Schedule
 from schedulerstream.timing.zones import timeline_for
 
+# A UTC offset is under a day either way (datetime's rule): a backward transition takes local
+# time back less than two days.
+_DROP_S = 2 * SECONDS_PER_DAY
+# A range through the calendar's last date excludes every instant after its start: none after
+# it could be named (a run id's instant ends with 9999-12-31 UTC).
+_LAST_DAY = days_from_civil(9999, 12, 31)
+
 
 def _next_n(schedule: Schedule, after_us: int, n: int) -> list[int]:
     found: list[int] = []
@@ -94,6 +101,21 @@ def day_ranges(excluded: Iterable[date | DayRange]) -> tuple[tuple[int, int], ..
     return tuple(merged)
 
 
+def _resume(second: int, end: int, offset: int, midnight: int) -> int:
+    """Where to search on from after an excluded instant at ``second``, whose ``offset`` holds
+    until ``end`` and whose range ends at local ``midnight``: every instant before is excluded.
+
+    Past ``end`` the offset is unknown, but local time stays under ``midnight`` before
+    ``midnight - 1 day``, and it cannot fall back before the range unless a transition comes
+    within two days: so a range reaching years ahead costs a few steps, not one per segment.
+    """
+    if midnight - offset <= end or end <= second:  # (a fixed offset's segment ends in 9999)
+        return midnight - offset
+    if end - second <= _DROP_S:
+        return end
+    return max(end, midnight - SECONDS_PER_DAY)
+
+
 class ExcludedSchedule:
     """The instants of ``inner`` whose local date in ``timezone`` is not excluded."""
 
@@ -107,6 +129,8 @@ class ExcludedSchedule:
         self._firsts = tuple(first for first, _ in self.ranges)
 
     def next_after(self, after_us: int) -> int | None:
+        """A few steps for each excluded range passed (the inner schedule bounds its own
+        search: a cron's is 401 years)."""
         ranges, firsts, segment_at = self.ranges, self._firsts, self.timeline.segment
         while True:
             instant = self.inner.next_after(after_us)
@@ -118,9 +142,10 @@ class ExcludedSchedule:
             index = bisect.bisect_right(firsts, day) - 1
             if index < 0 or day > ranges[index][1]:
                 return instant
-            # Skip to local midnight after the range, or to the end of this offset's segment.
-            resume = min(end, (ranges[index][1] + 1) * SECONDS_PER_DAY - offset)
-            after_us = max(instant, resume * MICROS - 1)
+            if ranges[index][1] >= _LAST_DAY:
+                return None
+            midnight = (ranges[index][1] + 1) * SECONDS_PER_DAY
+            after_us = max(instant, _resume(second, end, offset, midnight) * MICROS - 1)
 
     def next_n(self, after_us: int, n: int) -> list[int]:
         return _next_n(self, after_us, n)
