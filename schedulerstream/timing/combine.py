@@ -150,6 +150,28 @@ class ExcludedSchedule:
     def next_n(self, after_us: int, n: int) -> list[int]:
         return _next_n(self, after_us, n)
 
+    def excludes(self, day: int) -> bool:
+        """Whether the local date ``day`` (days since 1970-01-01) is excluded."""
+        index = bisect.bisect_right(self._firsts, day) - 1
+        return index >= 0 and day <= self.ranges[index][1]
+
+    def outside(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The spans of UTC seconds ``[start, end)`` that may hold a kept local date: all but
+        the insides of ranges, more than a day (the largest offset) from their ends."""
+        found: list[tuple[int, int]] = []
+        index = max(bisect.bisect_right(self._firsts, start // SECONDS_PER_DAY) - 1, 0)
+        for first, last in self.ranges[index:]:
+            inside_start, inside_end = (first + 1) * SECONDS_PER_DAY, last * SECONDS_PER_DAY
+            if inside_start >= end:
+                break
+            if inside_start < inside_end and start < inside_end:
+                if start < inside_start:
+                    found.append((start, inside_start))
+                start = inside_end
+        if start < end:
+            found.append((start, end))
+        return found
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, ExcludedSchedule)

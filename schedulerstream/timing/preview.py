@@ -37,10 +37,19 @@ def _clock(local_second: int, with_seconds: bool) -> str:
     return f"{hour:02d}:{minute:02d}:{second:02d}" if with_seconds else f"{hour:02d}:{minute:02d}"
 
 
-def _gap_matches(schedule: CronSchedule, start: int, before: int, after: int) -> tuple[str, str]:
-    """The matching local times skipped by a forward jump at ``start`` and their verb."""
+def _gap_matches(
+    schedule: CronSchedule,
+    start: int,
+    before: int,
+    after: int,
+    excluded: ExcludedSchedule | None = None,
+) -> tuple[str, str]:
+    """The matching local times skipped by a forward jump at ``start`` (but on excluded local
+    dates: nothing fires there anyway) and their verb."""
     low, high = start + before, start + after
     matches = schedule.matcher.matches_between(low, high, high - low)
+    if excluded is not None:
+        matches = [t for t in matches if not excluded.excludes(t // SECONDS_PER_DAY)]
     if not matches:
         return "", ""
     with_seconds = any(t % 60 for t in matches)
@@ -52,21 +61,35 @@ def _gap_matches(schedule: CronSchedule, start: int, before: int, after: int) ->
     return f"{clocks[0]}–{clocks[-1]} ({len(clocks)} times)", "do"
 
 
-def describe(schedule: CronSchedule, previous_us: int, instant_us: int) -> str:
-    """The DST note of the fire at ``instant_us`` that follows ``previous_us`` ("" if none)."""
-    return "; ".join(_skipped(schedule, previous_us, instant_us) + _at(schedule, instant_us))
+def describe(
+    schedule: CronSchedule,
+    previous_us: int,
+    instant_us: int,
+    excluded: ExcludedSchedule | None = None,
+) -> str:
+    """The DST note of the fire at ``instant_us`` that follows ``previous_us`` ("" if none),
+    for a schedule without the local dates ``excluded`` excludes."""
+    notes = _skipped(schedule, previous_us, instant_us, excluded) + _at(schedule, instant_us)
+    return "; ".join(notes)
 
 
-def _skipped(schedule: CronSchedule, previous_us: int, instant_us: int) -> list[str]:
-    """Notes on matches skipped by forward jumps after ``previous_us`` up to ``instant_us``."""
+def _skipped(
+    schedule: CronSchedule,
+    previous_us: int,
+    instant_us: int,
+    excluded: ExcludedSchedule | None = None,
+) -> list[str]:
+    """Notes on matches skipped by forward jumps after ``previous_us`` up to ``instant_us``
+    (not looked for inside excluded ranges, however long)."""
     notes: list[str] = []
-    if schedule.dst_gap == "skip":
-        timeline = schedule.timeline
-        for start, before, after in timeline.transitions(
-            previous_us // MICROS + 1, instant_us // MICROS + 1
-        ):
+    if schedule.dst_gap != "skip":
+        return notes
+    start, end = previous_us // MICROS + 1, instant_us // MICROS + 1
+    spans = [(start, end)] if excluded is None else excluded.outside(start, end)
+    for low, high in spans:
+        for at, before, after in schedule.timeline.transitions(low, high):
             if after > before:
-                times, verb = _gap_matches(schedule, start, before, after)
+                times, verb = _gap_matches(schedule, at, before, after, excluded)
                 if times:
                     notes.append(f"{times} {verb} not exist (DST gap); skipped")
     return notes
@@ -122,8 +145,8 @@ def preview(
         raise ValidationError("expression", "give at least one cron expression")
     schedule: Schedule = parts[0] if len(parts) == 1 else UnionSchedule(parts)
     excluded = list(exclude)
-    if excluded:
-        schedule = ExcludedSchedule(schedule, excluded, timezone)
+    exclusions = ExcludedSchedule(schedule, excluded, timezone) if excluded else None
+    schedule = exclusions or schedule
     zone = get_zone(timezone)
     delta = after - _EPOCH
     previous = (delta.days * SECONDS_PER_DAY + delta.seconds) * MICROS + delta.microseconds
@@ -135,7 +158,8 @@ def preview(
         )
         notes: list[str] = []
         for i, part in enumerate(parts):
-            found = _skipped(part, previous, instant) + (_at(part, instant) if i in sources else [])
+            found = _skipped(part, previous, instant, exclusions)
+            found += _at(part, instant) if i in sources else []
             notes.extend(note for note in found if note not in notes)
         entries.append(PreviewEntry(utc, utc.astimezone(zone), "; ".join(notes), sources))
         previous = instant

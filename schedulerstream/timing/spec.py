@@ -60,6 +60,13 @@ def excluded_days(spec: dict[str, Any]) -> list[date | DayRange]:
     return found
 
 
+def exclusions_of(schedule: Schedule) -> ExcludedSchedule | None:
+    """The ExcludedSchedule of a ``schedule_of`` answer (None: no excluded dates)."""
+    if isinstance(schedule, BoundedSchedule):
+        schedule = schedule.inner
+    return schedule if isinstance(schedule, ExcludedSchedule) else None
+
+
 def schedule_of(spec: dict[str, Any]) -> Schedule:
     """The Schedule of an Avro ScheduleSpec record (already validated at ingest)."""
     inner: Schedule

@@ -10,7 +10,7 @@ from schedulerstream.api.ui.models import Instant, JobStatus
 from schedulerstream.model import JobDefinition
 from schedulerstream.timing import get_zone
 from schedulerstream.timing.preview import describe
-from schedulerstream.timing.spec import cron_schedules, schedule_of
+from schedulerstream.timing.spec import cron_schedules, exclusions_of, schedule_of
 
 _MACROS = {
     "@yearly": "yearly", "@annually": "yearly", "@monthly": "monthly", "@weekly": "weekly",
@@ -79,11 +79,13 @@ def upcoming(job: JobDefinition, after_us: int, count: int) -> list[Instant]:
     spec = job.with_version(job.version or 1).to_avro()["schedule"]
     zone = get_zone(spec["timezone"])
     crons = cron_schedules(spec) if spec["cron"] is not None else ()
+    schedule = schedule_of(spec)
+    exclusions = exclusions_of(schedule)
     result, previous = [], after_us
-    for instant in schedule_of(spec).next_n(after_us, count):
+    for instant in schedule.next_n(after_us, count):
         moment = datetime.fromtimestamp(instant / 1_000_000, tz=UTC)
         firing = [c for c in crons if c.next_n(instant - 1, 1) == [instant]]
-        notes = [n for n in (describe(c, previous, instant) for c in firing) if n]
+        notes = [n for n in (describe(c, previous, instant, exclusions) for c in firing) if n]
         result.append(
             Instant(
                 utc=moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
