@@ -14,6 +14,8 @@ from schedulerstream.timing.combine import ExcludedSchedule, UnionSchedule
 from schedulerstream.timing.cron_next import CronSchedule
 from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.spec import BoundedSchedule
+from schedulerstream.timing.zones import ZoneTimeline
+from tests.scheduler.harness import Harness, definition, us
 
 MINUTE = 60_000_000
 HOUR = 60 * MINUTE
@@ -64,3 +66,30 @@ def test_a_sparse_schedule_gets_the_burst_lead_and_a_dense_one_none() -> None:
     assert lead_for(CronSchedule("0 * * * *"), 60_000_000, 10_000_000) == 10_000_000
     assert lead_for(CronSchedule("* * * * * *"), 60_000_000, 10_000_000) == 0
     assert lead_for(AtSchedule(REFERENCE), 60_000_000, 10_000_000) == 10_000_000
+
+
+def test_jobs_excluded_until_9999_in_a_dst_zone_are_planned_in_a_few_lookups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The reviewer's case: the first such job held the processor thread 12.5 s (its zone's
+    # timeline built out to 9999, ~47,000 segment lookups), each next one 0.15-0.19 s.
+    lookups: list[int] = []
+    chunk = ZoneTimeline._chunk
+
+    def counted(self: ZoneTimeline, index: int) -> object:
+        lookups.append(index)
+        return chunk(self, index)
+
+    monkeypatch.setattr(ZoneTimeline, "_chunk", counted)
+    h = Harness(lookahead_s=3.5, burst_lead_s=1.0)
+    h.now = us("2026-12-07T10:00:00.2Z")
+    for i in range(20):
+        schedule = {
+            "cron": f"{i} * * * * *",
+            "timezone": "America/New_York",
+            "exclude": [{"from": "2026-12-01", "to": "9999-12-30"}],
+        }
+        h.put(definition(1, job_id=f"j{i}", schedule=schedule), key=f"acme/j{i}".encode())
+    h.tick_until(h.now + 5_000_000)
+    assert h.out.runs() == []
+    assert len(lookups) <= 20 * 20
