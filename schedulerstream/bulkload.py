@@ -32,6 +32,7 @@ from schedulerstream.jobfile import (
     defined_twice,
     json_lines,
 )
+from schedulerstream.model import JobDefinition, topic_refusals
 from schedulerstream.publish import JobEncoder, Publisher, now_us
 from schedulerstream.sqs_regions import region_refusals
 
@@ -42,9 +43,9 @@ EncoderAt = Callable[[int], JobEncoder]  # the encoder whose first job is the it
 
 class Item(NamedTuple):
     """One item of the file: its line; the job's key when it is valid; its problems (a valid
-    job's are its region refusals); and, once encoded, its version and record, the record
-    limit it breaks, or what its encoding raised. A piece stops encoding after its first
-    problem: no record after it is written."""
+    job's are its region and reserved-topic refusals); and, once encoded, its version and
+    record, the record limit it breaks, or what its encoding raised. A piece stops encoding
+    after its first problem: no record after it is written."""
 
     line: int
     key: str | None
@@ -131,18 +132,24 @@ def _items(
             yield from pieces
             return
     publisher.connect()
-    yield from _piece(checked_items(text, progress, lines), encoder_at(0))
+    prefix = publisher.settings.topic_prefix
+    yield from _piece(checked_items(text, progress, lines), encoder_at(0), prefix)
 
 
-def _piece(checked: Iterable[Checked], encoder: JobEncoder) -> Iterator[Item]:
-    """The items of one piece, each valid job encoded until the piece's first problem."""
+def _refusals(job: JobDefinition, prefix: str) -> list[tuple[str, str]]:
+    return region_refusals(job) + topic_refusals(job, prefix)
+
+
+def _piece(checked: Iterable[Checked], encoder: JobEncoder, prefix: str) -> Iterator[Item]:
+    """The items of one piece, each valid job encoded until the piece's first problem
+    (``prefix``: the deployment's topic prefix, whose topics no job may target)."""
     failed = False
     for line, job, problems in checked:
         if job is None:
             failed = True
             yield Item(line, None, tuple(problems))
             continue
-        refusals = tuple(JobFileError(line, *r, job.key) for r in region_refusals(job))
+        refusals = tuple(JobFileError(line, *r, job.key) for r in _refusals(job, prefix))
         if failed or refusals:
             failed = True
             yield Item(line, job.key, refusals)
@@ -169,19 +176,19 @@ def _told(checked: Iterable[Checked], progress: Progress | None, total: int) -> 
 
 
 # A worker's file and encoders: set by ``_init_worker`` in the forked process.
-_work: tuple[list[tuple[int, str]], EncoderAt] | None = None
+_work: tuple[list[tuple[int, str]], EncoderAt, str] | None = None
 
 
-def _init_worker(lines: list[tuple[int, str]], encoder_at: EncoderAt) -> None:
+def _init_worker(lines: list[tuple[int, str]], encoder_at: EncoderAt, prefix: str) -> None:
     global _work
-    _work = (lines, encoder_at)
+    _work = (lines, encoder_at, prefix)
 
 
 def _worker_piece(start: int, end: int) -> list[Item]:
     assert _work is not None, "a piece worker runs in a process forked by _in_pieces"
-    lines, encoder_at = _work
+    lines, encoder_at, prefix = _work
     checked = (check_line(line, raw) for line, raw in lines[start:end])
-    return list(_piece(checked, encoder_at(start)))
+    return list(_piece(checked, encoder_at(start), prefix))
 
 
 def _in_pieces(
@@ -196,14 +203,15 @@ def _in_pieces(
     size = -(-len(lines) // count)
     bounds = [(start, min(start + size, len(lines))) for start in range(0, len(lines), size)]
     fork = multiprocessing.get_context("fork")
+    prefix = publisher.settings.topic_prefix
     try:
         with ProcessPoolExecutor(len(bounds) - 1, mp_context=fork, initializer=_init_worker,
-                                 initargs=(lines, encoder_at)) as pool:  # fmt: skip
+                                 initargs=(lines, encoder_at, prefix)) as pool:  # fmt: skip
             futures = [pool.submit(_worker_piece, *b) for b in bounds[1:]]  # forks them all
             publisher.connect()  # after the fork: its threads stay in this process
             first = bounds[0][1]
             checked = (check_line(line, raw) for line, raw in lines[:first])
-            items = list(_piece(_told(checked, progress, len(lines)), encoder_at(0)))
+            items = list(_piece(_told(checked, progress, len(lines)), encoder_at(0), prefix))
             for future, (_, end) in zip(futures, bounds[1:], strict=True):
                 items.extend(future.result())
                 if progress is not None:

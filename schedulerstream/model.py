@@ -34,6 +34,7 @@ from schedulerstream.contracts.policies import (
     MisfirePolicy,
     OverlapPolicy,
 )
+from schedulerstream.contracts.topic_names import reserved_topic
 from schedulerstream.durations import parse_duration, to_us
 from schedulerstream.errors import ValidationError as SchedulerValidationError
 from schedulerstream.ids import ID_PATTERN
@@ -248,6 +249,21 @@ class KafkaTarget(_Strict):
     type: Literal["kafka"] = "kafka"
     topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
     key: str | None = None
+
+
+def topic_refusals(job: JobDefinition, prefix: str) -> list[tuple[str, str]]:
+    """(field, why) for each Kafka target of ``job`` (``target.topic``,
+    ``notify.target.topic``) that names a topic reserved under ``prefix``."""
+    places = [("target", job.target)]
+    if job.notify is not None:
+        places.append(("notify.target", job.notify.target))
+    found = []
+    for field, target in places:
+        if isinstance(target, KafkaTarget):
+            reserved = reserved_topic(target.topic, prefix)
+            if reserved is not None:
+                found.append((f"{field}.topic", reserved))
+    return found
 
 
 class SqsTarget(_Strict):

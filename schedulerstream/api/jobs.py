@@ -30,7 +30,7 @@ from schedulerstream.api.state import ApiState
 from schedulerstream.api.views import REDACTED, JobView, job_out_of_row, lookup
 from schedulerstream.errors import ValidationError
 from schedulerstream.ids import ID_PATTERN, job_key, manual_run_id
-from schedulerstream.model import JobDefinition, instant_us
+from schedulerstream.model import JobDefinition, instant_us, topic_refusals
 from schedulerstream.sqs_regions import region_refusals
 from schedulerstream.timing.spec import schedule_of
 
@@ -69,11 +69,11 @@ def _publish(state: ApiState, job: JobDefinition, current: JobView | None) -> Jo
 
 
 def _check_targets(state: ApiState, job: JobDefinition) -> None:
-    """422 for an SQS region no client may be made for, or a pool or topic the tenant's grants
-    leave out (the dispatcher refuses such runs too: this says so at once). Only where a
-    definition is given: a pause or resume of a job whose grants narrowed since still goes
-    through."""
-    refusals = region_refusals(job)
+    """422 for an SQS region no client may be made for, a topic reserved for the deployment
+    or Kafka, or a pool or topic the tenant's grants leave out (the dispatcher refuses such
+    runs too: this says so at once). Only where a definition is given: a pause or resume of
+    a job whose grants narrowed since still goes through."""
+    refusals = region_refusals(job) + topic_refusals(job, state.settings.topic_prefix)
     if refusals:
         raise ValidationError(*refusals[0])
     grants = state.tenants.grants(job.tenant)

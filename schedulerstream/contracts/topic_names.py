@@ -65,3 +65,28 @@ DECLARED: tuple[str, ...] = tuple(
 def topic_names(prefix: str) -> TopicNames:
     """The names under ``prefix`` (one object per prefix)."""
     return TopicNames(prefix)
+
+
+KAFKA_INTERNAL = "__"  # __consumer_offsets, __transaction_state, ...
+CONNECT_PREFIX = "connect-"  # Kafka Connect's internal topics: {prefix}connect-configs, ...
+
+
+@lru_cache(maxsize=4096)
+def reserved_topic(topic: str, prefix: str) -> str | None:
+    """Why a job may not name ``topic`` as a Kafka target in the deployment under ``prefix``
+    (None when it may): it is Kafka's own, or one of the deployment's (every topic under a
+    non-empty prefix; with none, the declared topics and the work and Connect prefixes)."""
+    if topic.startswith(KAFKA_INTERNAL):
+        return f"topic {topic!r} is reserved: names starting with '__' are Kafka's own topics"
+    if prefix:
+        if topic.startswith(prefix):
+            return (f"topic {topic!r} is reserved: it is under this deployment's topic prefix "
+                    f"{prefix!r}")  # fmt: skip
+        return None
+    names = topic_names(prefix)
+    if topic in {getattr(names, f.name) for f in fields(names) if "logical" in f.metadata}:
+        return f"topic {topic!r} is reserved: it is one of this deployment's topics"
+    for start, what in ((names.work_prefix, "worker pools'"), (CONNECT_PREFIX, "Kafka Connect's")):
+        if topic.startswith(start):
+            return f"topic {topic!r} is reserved: names starting with {start!r} are {what} topics"
+    return None

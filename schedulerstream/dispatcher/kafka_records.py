@@ -1,7 +1,9 @@
 """A Kafka target's record, produced inside the dispatcher's transaction (exactly once).
 
 The attempt ends in the transaction that starts it: the record is delivered when the
-transaction commits. What can go wrong belongs to that one attempt: a topic known to be
+transaction commits. A topic reserved for the deployment or Kafka (``reserved_topic``: its
+changelogs, inputs, worker and Connect topics) is refused before anything is produced, whoever
+wrote the job. What else can go wrong belongs to that one attempt: a topic known to be
 missing or unwritable, a record the broker refused in the aborted transaction this one
 replays, or a record larger than its topic takes (then later ones as large fail at once,
 without another abort: ``TargetTopics.too_large``). A record refused in a batch too large
@@ -15,6 +17,7 @@ from collections.abc import Collection
 from confluent_kafka.admin import AdminClient
 
 from schedulerstream.clock import Clock
+from schedulerstream.contracts.topic_names import reserved_topic
 from schedulerstream.dispatch_spec import TargetConfig
 from schedulerstream.dispatcher.actions import Start
 from schedulerstream.kafka import clients
@@ -35,15 +38,25 @@ class KafkaRecords:
         self.topics = TargetTopics(self._lookup, clock)  # metadata, on a thread of its own
 
     def ready(self, target: TargetConfig) -> bool:
-        """May a record for ``target`` be produced now: its topic's metadata is in."""
-        return not isinstance(target, KafkaTarget) or self.topics.known(target.topic)
+        """May a record for ``target`` be produced now: its topic's metadata is in (a
+        reserved topic is refused at once: its metadata is not asked for)."""
+        if not isinstance(target, KafkaTarget):
+            return True
+        return self.reserved(target.topic) is not None or self.topics.known(target.topic)
+
+    def reserved(self, topic: str) -> str | None:
+        """Why no job may produce to ``topic`` (cached per name)."""
+        return reserved_topic(topic, self.settings.topic_prefix)
 
     def produce(self, ctx: TaskContext, start: Start, config: KafkaTarget) -> Outcome:
         """Join ``start``'s record to the open transaction; the attempt's outcome. It fails
         (retried with backoff like any failure) when its topic is known to be missing or the
         broker refused it in the aborted transaction this replays (but for its batch's
-        size: then it goes again, alone), and fails for good ("refused") when the record
-        alone is too large for the topic."""
+        size: then it goes again, alone), and fails for good ("refused") when its topic is
+        reserved or the record alone is too large for the topic."""
+        reserved = self.reserved(config.topic)
+        if reserved is not None:
+            return _refused(ctx, start, reserved)
         d = start.delivery
         origin = f"{d.run_id}#{d.attempt}"
         topic, key, value, headers = kafka_record(d, config, clock=self.clock)
@@ -88,7 +101,8 @@ def _failed(ctx: TaskContext, start: Start, reason: str) -> Outcome:
 
 
 def _refused(ctx: TaskContext, start: Start, reason: str) -> Outcome:
-    """The record is too large for its topic: the attempt fails for good, alone."""
+    """The topic is reserved or the record too large for it: the attempt fails for good,
+    alone."""
     d = start.delivery
     ctx.isolated("kafka_target", f"{d.run_id} attempt {d.attempt}: {reason}")
     return Outcome("refused", reason, False, 0)
