@@ -268,3 +268,21 @@ def test_a_pool_or_topic_not_granted_to_the_tenant_is_refused_at_once(
     other = client.put("/v1/jobs/j1", json=job_body(target={"type": "worker", "pool": "billing"}),
                        headers=auth(keys["globex"]))  # fmt: skip
     assert other.status_code in (200, 201), other.text  # globex has no grants: any pool
+
+
+def test_a_target_on_a_reserved_topic_is_refused_at_once_naming_the_field(
+    client: TestClient, keys: dict[str, str], topo: Settings
+) -> None:
+    h = auth(keys["acme"])
+    put = lambda body: client.put("/v1/jobs/j1", json=body, headers=h)  # noqa: E731
+    own = topo.topics.dispatcher_state
+    evil = {"type": "kafka", "topic": own, "key": "run/x"}
+    refused = _fields(put(job_body(target=evil)))
+    assert refused["target.topic"] == (
+        f"topic {own!r} is reserved: it is under this deployment's topic prefix "
+        f"{topo.topic_prefix!r}"
+    )
+    notify = {"on": ["paused"], "target": {"type": "kafka", "topic": "__consumer_offsets"}}
+    assert "Kafka's own" in _fields(put(job_body(notify=notify)))["notify.target.topic"]
+    ok = put(job_body(target={"type": "kafka", "topic": f"orders.{own}"}))
+    assert ok.status_code in (200, 201), ok.text

@@ -92,6 +92,21 @@ def test_errors_across_pieces_come_in_line_order_with_the_first_definition_named
     ]
 
 
+def test_a_target_on_a_reserved_topic_is_named_with_its_line_and_nothing_is_written() -> None:
+    jobs = [job(n) for n in range(LINES)]
+    jobs[6] = job(6, target={"type": "kafka", "topic": "cron.dispatcher-state", "key": "run/x"})
+    notify = {"on": ["dead_lettered"], "target": {"type": "kafka", "topic": "__consumer_offsets"}}
+    jobs[29] = job(29, notify=notify)
+    result = same_in_every_count(text_of(jobs))
+    assert result.written == [] and result.records == []
+    assert result.errors == [
+        "line 7: target.topic: topic 'cron.dispatcher-state' is reserved: it is under this "
+        "deployment's topic prefix 'cron.' (job t0/job-6)",
+        "line 30: notify.target.topic: topic '__consumer_offsets' is reserved: names starting "
+        "with '__' are Kafka's own topics (job t2/job-29)",
+    ]
+
+
 def test_with_no_other_error_the_first_job_over_a_limit_is_named() -> None:
     jobs = [job(n) for n in range(LINES)]
     for n in (17, 31):
