@@ -1,5 +1,7 @@
 """The one exception hierarchy of schedulerstream."""
 
+from __future__ import annotations
+
 
 class SchedulerStreamError(Exception):
     """Base of every error this package raises on purpose."""
@@ -53,6 +55,17 @@ class TopologyError(SchedulerStreamError):
 
 class StateError(SchedulerStreamError):
     """A local state store is missing, corrupt, or out of step with its changelog."""
+
+
+class UndecodableRecord(StateError):
+    """A changelog record its topology cannot read (written by another producer, or damaged),
+    raised by a ``restore_record`` before it writes anything: the restore skips the record,
+    logged and counted."""
+
+    @classmethod
+    def at(cls, key: bytes, exc: Exception) -> UndecodableRecord:
+        """The record at ``key``, whose decoding raised ``exc``."""
+        return cls(f"key {key[:80]!r}: {type(exc).__name__}: {exc}"[:500])
 
 
 class DependencyDown(SchedulerStreamError):

@@ -272,9 +272,7 @@ class DispatchLogic:
     def enqueue(self, pc: PartitionContext, run: RunRecord, due_us: int) -> None:
         """Queue ``run`` in its tenant's queue, due at ``due_us``."""
         store = pc.store
-        raw = store.get(rk.SEQ_KEY)
-        seq = int(raw) + 1 if raw else 1
-        store.put(rk.SEQ_KEY, str(seq).encode())
+        seq = rk.next_seq(store)
         move(run, QUEUED)
         run.seq, run.due_us = seq, due_us
         store.put(rk.queue_key(run.tenant, due_us, seq), run.run_id.encode(), logged=False)

@@ -19,6 +19,7 @@ on restore):
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,11 @@ from schedulerstream.dispatcher.states import (
     AttemptOutcome,
     RunStatus,
 )
-from schedulerstream.errors import StateError
+from schedulerstream.errors import StateError, UndecodableRecord
 from schedulerstream.jsontext import compact
 from schedulerstream.runtime.store import StateStore
+
+log = logging.getLogger(__name__)
 
 SEQ_KEY = b"ctr/seq"
 FORMAT = 3  # of a RunRecord's bytes (a JSON array starting with it); 2 is read too
@@ -184,6 +187,20 @@ def save_finished(store: StateStore, run: RunRecord, now_us: int) -> None:
     store.put(done_key(now_us, run.run_id), b"", logged=False)
 
 
+def next_seq(store: StateStore) -> int:
+    """The next queue sequence number, saved. A counter that is not an integer counts as
+    absent (logged): one bad value must not fail every arrival of its partition."""
+    raw = store.get(SEQ_KEY)
+    try:
+        seq = int(raw) + 1 if raw else 1
+    except ValueError:
+        log.error("queue counter %r holds %r, not an integer: counting again from 1",
+                  SEQ_KEY, (raw or b"")[:80])  # fmt: skip
+        seq = 1
+    store.put(SEQ_KEY, str(seq).encode())
+    return seq
+
+
 def unindex(store: StateStore, run: RunRecord) -> None:
     """Remove ``run`` from its tenant queue and the job's buffer slot (the in-memory queue
     entry is dropped when it reaches the head)."""
@@ -194,7 +211,9 @@ def unindex(store: StateStore, run: RunRecord) -> None:
 
 
 def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
-    """Apply one changelog record while restoring, rebuilding the derived keys.
+    """Apply one changelog record while restoring, rebuilding the derived keys; a run record
+    or sequence counter that cannot be read raises ``UndecodableRecord`` before anything is
+    written (the restore skips it).
 
     ``q/``, ``active/`` and (format 3) ``done/`` keys are derived from run records, never
     changelogged: a run record puts or deletes the queue key of its (tenant, due, seq), its
@@ -202,15 +221,15 @@ def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
     key of an earlier position compacted away stays behind: it is dropped when it reaches the
     head of its queue; a done key left by a run that ended, was re-armed and ended again is
     dropped by the prune.)"""
+    run = None if value is None else _restored(key, value)
     if value is None:
         if key.startswith(RUN_PREFIX):
             _forget_done(store, key)
         store.delete(key, logged=False)
     else:
         store.put(key, value, logged=False)
-    if value is None or not key.startswith(RUN_PREFIX):
+    if run is None:
         return
-    run = RunRecord.from_bytes(value)
     if run.finished_us and run.status in TERMINAL:
         store.put(done_key(run.finished_us, run.run_id), b"", logged=False)
     qkey = queue_key(run.tenant, run.due_us, run.seq)
@@ -226,6 +245,22 @@ def restore(store: StateStore, key: bytes, value: bytes | None) -> None:
 
 
 RUN_PREFIX = b"run/"
+
+
+def _restored(key: bytes, value: bytes) -> RunRecord | None:
+    """The run record ``value`` holds (None for another key), or ``UndecodableRecord``."""
+    try:
+        if key == SEQ_KEY:
+            int(value)
+            return None
+        if not key.startswith(RUN_PREFIX):
+            return None
+        run = RunRecord.from_bytes(value)
+        queue_key(run.tenant, run.due_us, run.seq)  # the keys it derives can be made
+        active_key(run.job_key, run.run_id)
+        return run
+    except Exception as exc:  # a pure decode of bytes: whatever it raises, they are unreadable
+        raise UndecodableRecord.at(key, exc) from exc
 
 
 def _forget_done(store: StateStore, key: bytes) -> None:

@@ -36,6 +36,10 @@ RUNTIME_COUNTERS = {
     "restores": ("restores", "Tasks restored from their changelog."),
     "restored_records": ("restored_records", "Changelog records restored."),
     "changelog_records": ("changelog_records", "Changelog records produced."),
+    "changelog_records_skipped": (
+        "changelog_records_skipped",
+        "Changelog records a restore or standby skipped because they cannot be read.",
+    ),
     "corrupt_stores": ("corrupt_stores", "State stores wiped and restored after damage."),
     "stores_unavailable": (
         "stores_unavailable",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedulerstream.codec import Codec
+from schedulerstream.errors import UndecodableRecord
 from schedulerstream.ingest import decode_schedule, job_key_from_record_key
 from schedulerstream.limits import RecordLimits
 from schedulerstream.notices import is_notification
@@ -171,17 +172,23 @@ class Projection:
 
     # -- restore and resync ---------------------------------------------------------------
     def restore_record(self, store: StateStore, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record, keeping the (unlogged) run index in step."""
+        """Apply one changelog record, keeping the (unlogged) run index in step (a run state
+        that cannot be read raises ``UndecodableRecord`` first: the restore skips it)."""
         if key.startswith(keys.RUN_PREFIX):
+            new_key = None
+            if value is not None:
+                try:
+                    new = RunState.decode(value)
+                    new_key = keys.index_key(f"{new.tenant}/{new.job_id}", *new.order())
+                except Exception as exc:  # a pure decode of bytes: whatever it raises, unreadable
+                    raise UndecodableRecord.at(key, exc) from exc
             old = store.get(key)
             if old is not None:
                 run = RunState.decode(old)
                 job_key = f"{run.tenant}/{run.job_id}"
                 store.delete(keys.index_key(job_key, *run.order()), logged=False)
-            if value is not None:
-                run = RunState.decode(value)
-                job_key = f"{run.tenant}/{run.job_id}"
-                store.put(keys.index_key(job_key, *run.order()), b"", logged=False)
+            if new_key is not None:
+                store.put(new_key, b"", logged=False)
         if value is None:
             store.delete(key, logged=False)
         else:

@@ -22,7 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from schedulerstream.clock import Clock
-from schedulerstream.errors import StateError
+from schedulerstream.errors import StateError, UndecodableRecord
 from schedulerstream.kafka import clients
 from schedulerstream.runtime.store import (
     NO_OFFSET,
@@ -108,8 +108,12 @@ class Restorer:
         clock: Clock,
         chunk: int = 10_000,
         timeout_s: float = 10.0,
+        metrics: dict[str, float] | None = None,
     ) -> None:
+        """``metrics``: the processor's counters (``changelog_records_skipped``)."""
         self.topic = topic = changelog.topic
+        self._metrics = metrics if metrics is not None else {}
+        self._metrics.setdefault("changelog_records_skipped", 0)
         self._source_prefix = f"{topic}\0{changelog.topic_id}\0".encode()
         self._stale_after_us = changelog.tombstones_ms * 1000 // 2
         self._clock = clock
@@ -193,7 +197,9 @@ class Restorer:
         of the chunk, the other tasks get all of theirs, and then that error is raised. Every
         store that failed is first rewound: its unflushed records dropped and its replay
         sought back to its last flushed offset, so none of its records is skipped if it stays
-        (one whose error is not the raised one fails again on a later poll)."""
+        (one whose error is not the raised one fails again on a later poll). A record the
+        topology cannot read (``UndecodableRecord``) is skipped, logged and counted: it
+        leaves its store as it was, and a restore never stops on it."""
         if not self._tasks:
             return []
         touched: dict[int, Task] = {}
@@ -219,6 +225,8 @@ class Restorer:
             except (StoreCorrupted, StoreUnavailable) as exc:
                 damaged[partition] = exc
                 continue
+            except UndecodableRecord as exc:
+                self._skipped(partition, offset, exc)
             task.restore_position = offset + 1
             task.restore.records += 1
             task.restore.bytes += len(key) + (len(value) if value else 0)
@@ -239,6 +247,11 @@ class Restorer:
         if damaged:
             raise next(iter(damaged.values()))
         return [t for t in self._tasks.values() if self._caught_up(t)]
+
+    def _skipped(self, partition: int, offset: int, exc: UndecodableRecord) -> None:
+        log.error("%s partition %d offset %d: changelog record skipped, it cannot be read: %s",
+                  self.topic, partition, offset, exc)  # fmt: skip
+        self._metrics["changelog_records_skipped"] += 1
 
     def _rewind(self, task: Task) -> None:
         """Drop ``task``'s unflushed records and replay it again from its last flushed

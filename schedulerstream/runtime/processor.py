@@ -75,9 +75,10 @@ class Processor:
             (
                 "records_processed", "records_rejected", "punctuate_errors", "commits",
                 "aborts", "producer_recreations", "group_fenced", "lost", "restores",
-                "restored_records", "restore_rate", "changelog_records", "corrupt_stores",
-                "stores_unavailable", "store_write_failures", "standby_tasks",
-                "fenced_predecessors", "fetchers_restarted",
+                "restored_records", "restore_rate", "changelog_records",
+                "changelog_records_skipped", "corrupt_stores", "stores_unavailable",
+                "store_write_failures", "standby_tasks", "fenced_predecessors",
+                "fetchers_restarted",
             ),
             0,
         )  # fmt: skip
@@ -180,6 +181,7 @@ class Processor:
             self.clock,
             self._restore_chunk,
             self._timeout_s,
+            self.metrics,
         )
         self.takeover = build_takeover(
             self.settings, self.topology, self.group_id, self.transactional_id, self.clock,

@@ -104,6 +104,7 @@ def build_takeover(
             clock,
             restore_chunk,
             timeout_s,
+            metrics,
         )
         standbys = Standbys(settings, topology.name, restorer, clock)
 

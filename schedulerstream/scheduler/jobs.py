@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from schedulerstream.codec import Codec
-from schedulerstream.errors import CodecError
+from schedulerstream.errors import CodecError, UndecodableRecord
 from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.records import FastRecords
@@ -168,7 +168,8 @@ class JobRecords:
             store.put(keys.backfill_key(job_key), b"", logged=False)
 
     def restore_record(self, store: Store, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record during restore, rebuilding the derived indexes."""
+        """Apply one changelog record during restore, rebuilding the derived indexes (a job
+        record that cannot be read raises ``UndecodableRecord`` first: the restore skips it)."""
         if key.startswith(keys.DEF_PREFIX):
             if value is None:
                 store.delete(key, logged=False)
@@ -178,8 +179,11 @@ class JobRecords:
         if not key.startswith(keys.JOB_PREFIX):
             return
         job_key = keys.job_key_of(key)
+        try:
+            new = None if value is None else self.decode_state(value)
+        except Exception as exc:  # a pure decode of bytes: whatever it raises, they are unreadable
+            raise UndecodableRecord.at(key, exc) from exc
         old = self.load(store, job_key)
-        new = None if value is None else self.decode_state(value)
         if value is None:
             store.delete(key, logged=False)
         else:
