@@ -254,11 +254,8 @@ class KafkaTarget(_Strict):
 def topic_refusals(job: JobDefinition, prefix: str) -> list[tuple[str, str]]:
     """(field, why) for each Kafka target of ``job`` (``target.topic``,
     ``notify.target.topic``) that names a topic reserved under ``prefix``."""
-    places = [("target", job.target)]
-    if job.notify is not None:
-        places.append(("notify.target", job.notify.target))
     found = []
-    for field, target in places:
+    for field, target in job.targets():
         if isinstance(target, KafkaTarget):
             reserved = reserved_topic(target.topic, prefix)
             if reserved is not None:
@@ -337,6 +334,12 @@ class JobDefinition(_Strict):
         if self.paused_reason is not None and not self.paused:
             raise ValueError("paused_reason is only allowed when paused is true")
         return self
+
+    def targets(self) -> list[tuple[str, HttpTarget | KafkaTarget | SqsTarget | WorkerTarget]]:
+        """(field, target) of its ``target`` and, if any, its ``notify.target``."""
+        if self.notify is None:
+            return [("target", self.target)]
+        return [("target", self.target), ("notify.target", self.notify.target)]
 
     @property
     def key(self) -> str:

@@ -91,11 +91,8 @@ def region_refusal(region: str, session: Any = None) -> str | None:
 def region_refusals(job: JobDefinition) -> list[tuple[str, str]]:
     """(field, why) for each SQS target of ``job`` (``target``, ``notify.target``) whose
     region no client may be made for."""
-    places = [("target", job.target)]
-    if job.notify is not None:
-        places.append(("notify.target", job.notify.target))
     found = []
-    for field, target in places:
+    for field, target in job.targets():
         if isinstance(target, SqsTarget):
             refused = region_refusal(target.region)
             if refused is not None:

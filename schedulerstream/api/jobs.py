@@ -79,10 +79,7 @@ def _check_targets(state: ApiState, job: JobDefinition) -> None:
     grants = state.tenants.grants(job.tenant)
     if grants is None:
         return
-    places = [("target", job.target)]
-    if job.notify is not None:
-        places.append(("notify.target", job.notify.target))
-    for field, target in places:
+    for field, target in job.targets():
         refused = grants.refusal(job.tenant, target)
         if refused is not None:
             raise ValidationError(field, refused)
