@@ -21,6 +21,8 @@ from schedulerstream.kafka.clients import base_config
 from schedulerstream.kafka.reader import read_topic
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
+from tests.faults.conftest import SpawnFault
+from tests.faults.helpers import FaultProcess
 from tests.support.waits import wait_until
 
 CODEC = default_codec()
@@ -53,6 +55,15 @@ def set_max_message_bytes(settings: Settings, name: str, size: int) -> None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
+
+
+def running_pair(topo: Settings, procs: SpawnFault) -> tuple[FaultProcess, FaultProcess]:
+    """A dispatcher and a scheduler, each with every task running."""
+    disp = procs("dispatcher", "d")
+    sched = procs("scheduler", "s")
+    disp.wait_running(topo.partitions)
+    sched.wait_running(topo.partitions)
+    return disp, sched
 
 
 def attempt_events(settings: Settings) -> dict[str, list[dict[str, Any]]]:

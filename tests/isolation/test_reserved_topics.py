@@ -24,7 +24,13 @@ from schedulerstream.publish import Publisher
 from schedulerstream.settings import Settings
 from tests.faults.conftest import SpawnFault
 from tests.faults.helpers import next_second_us, now_us, wait_until
-from tests.isolation.helpers import SECOND, attempt_events, every_second_run_ids, instant_of
+from tests.isolation.helpers import (
+    SECOND,
+    attempt_events,
+    every_second_run_ids,
+    instant_of,
+    running_pair,
+)
 
 pytestmark = [pytest.mark.kafka]
 HEALTHY_JOBS = 4
@@ -44,10 +50,7 @@ def test_a_raw_job_targeting_the_dispatchers_changelog_is_refused_beside_a_healt
     changelog = topo.topics.dispatcher_state
     receiver = ReceiverProcess().start()
     try:
-        disp = procs("dispatcher", "d")
-        sched = procs("scheduler", "s")
-        disp.wait_running(topo.partitions)
-        sched.wait_running(topo.partitions)
+        disp, sched = running_pair(topo, procs)
 
         evil = job("evil", "own-changelog", {"type": "kafka", "topic": changelog, "key": "run/x"})
         raw = Producer(producer_config(topo))  # as any Kafka producer may: no API, no CLI

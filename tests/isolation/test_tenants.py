@@ -38,6 +38,7 @@ from tests.isolation.helpers import (
     kafka_deliveries,
     kafka_lateness,
     p99,
+    running_pair,
     set_max_message_bytes,
 )
 from tests.support.runs import read_events
@@ -68,10 +69,7 @@ def test_a_tenants_broken_jobs_and_targets_stop_no_other_tenant(
         create_topic(topo, name)
     receiver = ReceiverProcess().start()
     try:
-        disp = procs("dispatcher", "d")
-        sched = procs("scheduler", "s")
-        disp.wait_running(topo.partitions)
-        sched.wait_running(topo.partitions)
+        disp, sched = running_pair(topo, procs)
 
         at_limit = "x" * (limits.max_payload_bytes - 2)  # its JSON text: exactly the limit
         over = job("bad", "over-limit", {"type": "kafka", "topic": big}, payload=at_limit + "y")
