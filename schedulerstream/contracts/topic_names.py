@@ -74,19 +74,22 @@ CONNECT_PREFIX = "connect-"  # Kafka Connect's internal topics: {prefix}connect-
 @lru_cache(maxsize=4096)
 def reserved_topic(topic: str, prefix: str) -> str | None:
     """Why a job may not name ``topic`` as a Kafka target in the deployment under ``prefix``
-    (None when it may): it is Kafka's own, or one of the deployment's (every topic under a
-    non-empty prefix; with none, the declared topics and the work and Connect prefixes)."""
+    (None when it may): it is Kafka's own (``__*``), one of the deployment's declared topics,
+    or under its worker pools' or Kafka Connect's prefix. Other topics under ``prefix`` are
+    the user's (tests put theirs there)."""
     if topic.startswith(KAFKA_INTERNAL):
         return f"topic {topic!r} is reserved: names starting with '__' are Kafka's own topics"
-    if prefix:
-        if topic.startswith(prefix):
-            return (f"topic {topic!r} is reserved: it is under this deployment's topic prefix "
-                    f"{prefix!r}")  # fmt: skip
-        return None
     names = topic_names(prefix)
-    if topic in {getattr(names, f.name) for f in fields(names) if "logical" in f.metadata}:
+    if topic in _declared_names(prefix):
         return f"topic {topic!r} is reserved: it is one of this deployment's topics"
-    for start, what in ((names.work_prefix, "worker pools'"), (CONNECT_PREFIX, "Kafka Connect's")):
+    for start, what in ((names.work_prefix, "worker pools'"),
+                        (prefix + CONNECT_PREFIX, "Kafka Connect's")):  # fmt: skip
         if topic.startswith(start):
             return f"topic {topic!r} is reserved: names starting with {start!r} are {what} topics"
     return None
+
+
+@lru_cache(maxsize=64)
+def _declared_names(prefix: str) -> frozenset[str]:
+    names = topic_names(prefix)
+    return frozenset(getattr(names, f.name) for f in fields(names) if "logical" in f.metadata)

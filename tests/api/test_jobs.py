@@ -279,8 +279,7 @@ def test_a_target_on_a_reserved_topic_is_refused_at_once_naming_the_field(
     evil = {"type": "kafka", "topic": own, "key": "run/x"}
     refused = _fields(put(job_body(target=evil)))
     assert refused["target.topic"] == (
-        f"topic {own!r} is reserved: it is under this deployment's topic prefix "
-        f"{topo.topic_prefix!r}"
+        f"topic {own!r} is reserved: it is one of this deployment's topics"
     )
     notify = {"on": ["paused"], "target": {"type": "kafka", "topic": "__consumer_offsets"}}
     assert "Kafka's own" in _fields(put(job_body(notify=notify)))["notify.target.topic"]

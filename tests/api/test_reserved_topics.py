@@ -32,7 +32,7 @@ def test_the_dispatchers_changelog_is_refused_for_a_tenant_without_grants() -> N
     with pytest.raises(ValidationError) as refused:
         check("cron.", target={"type": "kafka", "topic": "cron.dispatcher-state", "key": "run/x"})
     assert refused.value.field == "target.topic"
-    assert "under this deployment's topic prefix 'cron.'" in refused.value.message
+    assert "is reserved: it is one of this deployment's topics" in refused.value.message
 
 
 def test_a_notify_target_on_a_reserved_topic_names_its_field() -> None:

@@ -100,8 +100,8 @@ def test_a_target_on_a_reserved_topic_is_named_with_its_line_and_nothing_is_writ
     result = same_in_every_count(text_of(jobs))
     assert result.written == [] and result.records == []
     assert result.errors == [
-        "line 7: target.topic: topic 'cron.dispatcher-state' is reserved: it is under this "
-        "deployment's topic prefix 'cron.' (job t0/job-6)",
+        "line 7: target.topic: topic 'cron.dispatcher-state' is reserved: it is one of this "
+        "deployment's topics (job t0/job-6)",
         "line 30: notify.target.topic: topic '__consumer_offsets' is reserved: names starting "
         "with '__' are Kafka's own topics (job t2/job-29)",
     ]

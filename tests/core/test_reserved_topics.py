@@ -15,20 +15,25 @@ from schedulerstream.model import JobDefinition, topic_refusals
 @pytest.mark.parametrize(
     "topic",
     ["cron.dispatcher-state", "cron.schedules", "cron.tenants", "cron.retry.5s", "cron.work.p1",
-     "cron.connect-offsets", "cron.anything-new", "__consumer_offsets", "__transaction_state"],
+     "cron.connect-offsets", "__consumer_offsets", "__transaction_state"],
 )  # fmt: skip
-def test_every_topic_under_the_prefix_and_kafkas_own_are_reserved(topic: str) -> None:
+def test_the_deployments_topics_and_kafkas_own_are_reserved(topic: str) -> None:
     why = reserved_topic(topic, "cron.")
     assert why is not None and why.startswith(f"topic {topic!r} is reserved")
 
 
-@pytest.mark.parametrize("topic", ["orders", "orders.cron.x", "cron", "xcron.runs", "_private"])
-def test_a_user_topic_is_allowed_even_with_the_prefix_inside_it(topic: str) -> None:
+@pytest.mark.parametrize(
+    "topic", ["orders", "orders.cron.x", "cron", "xcron.runs", "_private", "cron.exports",
+              "cron.runs.archive", "cron.dispatcher-state-copy"],
+)  # fmt: skip
+def test_a_user_topic_is_allowed_even_under_the_prefix(topic: str) -> None:
     assert reserved_topic(topic, "cron.") is None
 
 
-def test_the_prefix_and_kafkas_own_are_named_as_the_reason() -> None:
-    assert "prefix 'cron.'" in str(reserved_topic("cron.dispatcher-state", "cron."))
+def test_the_reason_says_whose_topic_it_is() -> None:
+    assert "one of this deployment's topics" in str(reserved_topic("cron.tenants", "cron."))
+    assert "worker pools'" in str(reserved_topic("cron.work.email", "cron."))
+    assert "Kafka Connect's" in str(reserved_topic("cron.connect-status", "cron."))
     assert "Kafka's own" in str(reserved_topic("__consumer_offsets", "cron."))
 
 

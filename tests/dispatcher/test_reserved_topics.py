@@ -60,6 +60,6 @@ def test_a_record_for_the_dispatchers_own_changelog_is_refused_and_the_healthy_o
     assert refused.status in TERMINAL and refused.attempt == 1  # not retried
     assert refused.outcome.value == "failed"  # a refused attempt fails its run
     assert refused.last_error == (
-        f"topic {own!r} is reserved: it is under this deployment's topic prefix 'cron.'"
+        f"topic {own!r} is reserved: it is one of this deployment's topics"
     )
     assert topology.logic.load(ctx.store, run_id(tenant="acme")).outcome.value == "succeeded"
