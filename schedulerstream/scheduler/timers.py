@@ -1,6 +1,7 @@
 """What is due: turn a job's instants up to ``now + lookahead`` into emissions (pure logic).
 
-Misfire rules (DESIGN.md §3): an instant is *late* when it is more than ``grace`` before now.
+Misfire rules (DESIGN.md §3): an instant is *late* when it is more than ``grace`` and the job's
+``jitter`` before now (a run jittered past the grace is not late: it is due then).
 Late instants older than ``catch_up_window`` are always missed; within the window the policy
 decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all. Every dropped instant
 is reported in a ``Missed`` record, never silently lost.
@@ -125,7 +126,7 @@ def advance(
         state.pending = [p for p in state.pending if p.not_before_us > now_us]
     horizon = now_us + timers.lookahead_us + plan.lead_us
     window_start = now_us - plan.catch_up_window_us
-    late_cut = now_us - timers.grace_us
+    late_cut = now_us - timers.grace_us - plan.jitter_us
     schedule = plan.schedule
     cursor = state.fired_through_us
 

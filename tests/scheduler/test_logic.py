@@ -126,6 +126,22 @@ def test_misfire_policies_after_downtime(
     assert sum(a["count"] for a in h.out.attempts("missed")) == missed
 
 
+@pytest.mark.parametrize("policy", ["skip", "fire_once", "catch_up"])
+def test_a_jitter_longer_than_the_grace_keeps_a_healthy_jobs_runs_on_time(policy: str) -> None:
+    """Its instant is more than the grace behind when its jittered time comes: not late.
+    Before, with a 120 s jitter and a 60 s grace, about half its runs were missed (skip) or
+    sent at once as catch-ups."""
+    h = Harness(grace_s=60)
+    h.now = us("2025-01-06T10:00:30Z")
+    h.put(definition(1, schedule={"every": 60, "jitter": 120}, misfire_policy=policy))
+    h.tick_until(us("2025-01-06T11:00:30Z"), step_s=0.5)
+    runs = h.out.runs()
+    assert [r["trigger"] for r in runs] == ["scheduled"] * len(runs)
+    assert h.out.attempts("missed") == []
+    assert len(runs) >= 59
+    assert all(r["not_before_us"] - r["scheduled_at_us"] < 120_000_000 for r in runs)
+
+
 def test_catch_up_window_bounds_even_catch_up() -> None:
     h = started(grace_s=30)
     h.put(definition(1, misfire_policy="catch_up", catch_up_window=300))
