@@ -260,7 +260,25 @@ def _restored(key: bytes, value: bytes) -> RunRecord | None:
         active_key(run.job_key, run.run_id)
         return run
     except Exception as exc:  # a pure decode of bytes: whatever it raises, they are unreadable
+        newer = _newer_format(value)
+        if newer is not None:  # written by a newer version: skipping it would lose the run
+            raise StateError(
+                f"key {key[:80]!r}: a run record of format {newer}, newer than this version "
+                f"reads ({FORMAT}): upgrade this member before it restores this partition"
+            ) from exc
         raise UndecodableRecord.at(key, exc) from exc
+
+
+def _newer_format(value: bytes) -> int | None:
+    """The format of a run record a newer version wrote (a JSON array led by a format number
+    above ``FORMAT``), else None."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(data, list) and data and type(data[0]) is int and data[0] > FORMAT:
+        return data[0]
+    return None
 
 
 def _forget_done(store: StateStore, key: bytes) -> None:

@@ -85,6 +85,9 @@ def describe(admin_config: dict[str, Any], topic: str, timeout_s: float = 10.0) 
     return Changelog(topic, str(description.topic_id), tombstones_ms)
 
 
+LOGGED_SKIPS = 5  # unreadable records logged one by one on a partition; then a count
+
+
 class Restorer:
     """Replays changelog partitions into the stores of RESTORING tasks.
 
@@ -114,6 +117,7 @@ class Restorer:
         self.topic = topic = changelog.topic
         self._metrics = metrics if metrics is not None else {}
         self._metrics.setdefault("changelog_records_skipped", 0)
+        self._skips: dict[int, int] = {}  # partition → records skipped (see _skipped)
         self._source_prefix = f"{topic}\0{changelog.topic_id}\0".encode()
         self._stale_after_us = changelog.tombstones_ms * 1000 // 2
         self._clock = clock
@@ -249,9 +253,14 @@ class Restorer:
         return [t for t in self._tasks.values() if self._caught_up(t)]
 
     def _skipped(self, partition: int, offset: int, exc: UndecodableRecord) -> None:
-        log.error("%s partition %d offset %d: changelog record skipped, it cannot be read: %s",
-                  self.topic, partition, offset, exc)  # fmt: skip
+        """Count a skipped record; log the first few of a partition, then every thousandth
+        (a changelog flooded with them must not flood the log at every restore)."""
         self._metrics["changelog_records_skipped"] += 1
+        count = self._skips[partition] = self._skips.get(partition, 0) + 1
+        if count <= LOGGED_SKIPS or count % 1000 == 0:
+            log.error("%s partition %d offset %d: changelog record skipped, it cannot be read "
+                      "(%d so far on this partition): %s", self.topic, partition, offset, count,
+                      exc)  # fmt: skip
 
     def _rewind(self, task: Task) -> None:
         """Drop ``task``'s unflushed records and replay it again from its last flushed

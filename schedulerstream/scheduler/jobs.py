@@ -14,8 +14,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Protocol
 
-from schedulerstream.codec import Codec
-from schedulerstream.errors import CodecError, UndecodableRecord
+from schedulerstream.codec import MARKER, Codec
+from schedulerstream.errors import CodecError, StateError, UndecodableRecord
 from schedulerstream.scheduler import keys
 from schedulerstream.scheduler.plan import JobPlan, PlanCache
 from schedulerstream.scheduler.records import FastRecords
@@ -61,6 +61,15 @@ class JobRecords:
     def load(self, store: Store, job_key: str) -> JobState | None:
         data = store.get(keys.job_store_key(job_key))
         return None if data is None else self.decode_state(data)
+
+    def _newer_schema(self, data: bytes) -> bool:
+        """An Avro single-object record whose schema this codec does not know: a newer
+        version's."""
+        return (
+            data[:2] == MARKER
+            and len(data) >= 10
+            and (bytes(data[2:10]) not in self.codec.by_fingerprint)
+        )
 
     def decode_state(self, data: bytes) -> JobState:
         if self.records is None:
@@ -182,6 +191,12 @@ class JobRecords:
         try:
             new = None if value is None else self.decode_state(value)
         except Exception as exc:  # a pure decode of bytes: whatever it raises, they are unreadable
+            if value is not None and self._newer_schema(value):  # skipping it would lose the job
+                raise StateError(
+                    f"key {key[:80]!r}: a job record of a schema this version does not know "
+                    f"(fingerprint {value[2:10].hex()}): upgrade this member before it "
+                    "restores this partition"
+                ) from exc
             raise UndecodableRecord.at(key, exc) from exc
         old = self.load(store, job_key)
         if value is None:

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import pytest
 
 from schedulerstream.clock import ManualClock
-from schedulerstream.codec import default_codec
+from schedulerstream.codec import MARKER, default_codec
 from schedulerstream.dispatch_spec import DispatchSpec
 from schedulerstream.dispatcher import records as rk
-from schedulerstream.errors import UndecodableRecord
+from schedulerstream.errors import StateError, UndecodableRecord
 from schedulerstream.runtime import changelog
 from schedulerstream.runtime.changelog import Changelog, Restorer
 from schedulerstream.runtime.standby import Standbys
@@ -185,5 +185,32 @@ def test_the_schedulers_restore_record_raises_undecodable_before_writing(tmp_pat
     store = RocksStore.open(tmp_path / "store")
     with pytest.raises(UndecodableRecord, match="job/acme/j"):
         jobs.restore_record(store, b"job/acme/j", ENVELOPE)
+    assert list(store.prefix(b"")) == []
+    store.close()
+
+
+def test_a_run_record_of_a_newer_format_stops_the_restore_rather_than_being_lost(
+    tmp_path: Path,
+) -> None:
+    """A rolling upgrade's older member must not skip what the newer one wrote."""
+    store = RocksStore.open(tmp_path / "store")
+    newer = b'[%d,"acme/j@20260101T000000Z"]' % (rk.FORMAT + 1)
+    with pytest.raises(StateError, match="newer than this version reads") as raised:
+        rk.restore(store, b"run/acme/j@20260101T000000Z", newer)
+    assert not isinstance(raised.value, UndecodableRecord)
+    assert list(store.prefix(b"")) == []
+    store.close()
+
+
+def test_a_job_record_of_an_unknown_schema_stops_the_restore_rather_than_being_lost(
+    tmp_path: Path,
+) -> None:
+    codec = default_codec()
+    jobs = JobRecords(codec, PlanCache(codec.decode))
+    store = RocksStore.open(tmp_path / "store")
+    unknown = MARKER + b"\x01" * 8 + b"\x02\x04body"
+    with pytest.raises(StateError, match="a schema this version does not know") as raised:
+        jobs.restore_record(store, b"job/acme/j", unknown)
+    assert not isinstance(raised.value, UndecodableRecord)
     assert list(store.prefix(b"")) == []
     store.close()
