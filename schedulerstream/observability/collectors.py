@@ -64,6 +64,10 @@ SCHEDULER_COUNTERS = {
     "failed_ticks": ("job_ticks_failed", "Ticks of one job that raised (the job is quarantined)."),
     "paused_by_command": ("jobs_paused_by_command", "Jobs paused by a PauseJob command."),
     "pauses_ignored": ("pauses_ignored", "PauseJob commands ignored (stale or already paused)."),
+    "backfill_rate_waits": (
+        "backfill_rate_waits",
+        "Ticks whose backfill runs waited for SCHEDULERSTREAM_BACKFILL_RATE.",
+    ),
 }
 DISPATCHER_COUNTERS = {
     "accepted": ("runs_accepted", "Runs accepted into a tenant queue."),

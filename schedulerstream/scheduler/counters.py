@@ -15,4 +15,5 @@ class Counters:
     pauses_ignored: int = 0
     quarantined: int = 0  # jobs paused because a record of theirs could not be written
     failed_ticks: int = 0  # ticks of one job that raised (the job is quarantined)
+    backfill_rate_waits: int = 0  # ticks whose backfill chunks waited for the backfill rate
     by_trigger: dict[str, int] = field(default_factory=dict)

@@ -22,6 +22,7 @@ from schedulerstream.ingest import (
 )
 from schedulerstream.limits import RecordLimits
 from schedulerstream.scheduler import keys
+from schedulerstream.scheduler.backfill_budget import BackfillBudget
 from schedulerstream.scheduler.counters import Counters
 from schedulerstream.scheduler.jobs import JobRecords, Store
 from schedulerstream.scheduler.pauses import Pauses
@@ -41,6 +42,7 @@ from schedulerstream.scheduler.writer import Output, RecordWriter, Topics
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
 TICK_INSTANTS = 20_000  # instants computed in one tick (~0.1 s with their runs): past it, the same
+BACKFILL_RATE = 200.0  # backfill runs a second a partition, all tenants (the settings' default)
 INLINE_CHUNK = 1000  # job records a tick rewrites with their definition (inline_definitions)
 
 
@@ -53,7 +55,7 @@ class SchedulerLogic:
     def __init__(
         self, codec: Codec, topics: Topics, timers: TimerSettings, instance: str,
         due_batch: int = 5000, backfill_chunk: int = 1000, limits: RecordLimits | None = None,
-        inline_definitions: bool = False,
+        inline_definitions: bool = False, backfill_rate: float = BACKFILL_RATE,
     ) -> None:  # fmt: skip
         self.codec = codec
         self.limits = limits or RecordLimits()
@@ -64,6 +66,7 @@ class SchedulerLogic:
         self.emitted_bytes = 0  # of run records, ever (a tick's share bounds the tick)
         self.examined = 0  # instants computed for due jobs, ever (the same)
         self.backfill_chunk = backfill_chunk
+        self.backfill_budget = BackfillBudget(backfill_rate)
         self.plans = PlanCache(
             lambda data: codec.decode_as("JobDefinition", data),
             sparse_us=timers.sparse_interval_us,
@@ -233,21 +236,7 @@ class SchedulerLogic:
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self.jobs.due_floor[store]:
             self.jobs.due_floor[store] = kept
-        if store.get(keys.BACKFILL_END) is None:
-            store.put(keys.BACKFILL_END, b"", logged=False)
-        for bf_key, _ in list(store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END)):
-            if self.emitted_bytes - emitted >= TICK_BYTES:
-                more = True
-                break
-            job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
-            if job_key in broken:
-                continue
-            try:
-                more |= self._backfill_chunk(store, out, partition, job_key, now_us)
-            except (StateError, DependencyDown):
-                raise
-            except Exception as exc:
-                self.pauses.failed_job(partition, job_key, exc)
+        more |= self._backfills(store, out, partition, now_us, emitted, broken)
         self.pauses.quarantine_jobs(store, out, partition, now_us)
         if self.jobs.inline_definitions:
             self.jobs.inline_chunk(store, INLINE_CHUNK)
@@ -272,17 +261,62 @@ class SchedulerLogic:
             return new
         return state
 
+    def _backfills(
+        self, store: Store, out: Output, partition: int, now_us: int, emitted: int,
+        broken: set[str] | tuple[()],
+    ) -> bool:  # fmt: skip
+        """Backfill chunks within the partition's budget, its tokens split evenly between the
+        tenants backfilling; True if a chunk is left that the budget still has tokens for."""
+        if store.get(keys.BACKFILL_END) is None:
+            store.put(keys.BACKFILL_END, b"", logged=False)
+        by_tenant: dict[str, list[str]] = {}
+        for bf_key, _ in store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END):
+            job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
+            if job_key not in broken:
+                by_tenant.setdefault(job_key.partition("/")[0], []).append(job_key)
+        if not by_tenant:
+            return False
+        budget = self.backfill_budget
+        allowance = budget.available(partition, now_us)
+        share = max(1, allowance // len(by_tenant))
+        left = False  # a chunk is left for a later tick
+        for tenant in budget.turns(partition, by_tenant):
+            runs = min(share, allowance)
+            for job_key in by_tenant[tenant]:
+                if runs < 1 or self.emitted_bytes - emitted >= TICK_BYTES:
+                    left = True
+                    break
+                try:
+                    count, pending = self._backfill_chunk(store, out, partition, job_key,
+                                                          now_us, runs)  # fmt: skip
+                except (StateError, DependencyDown):
+                    raise
+                except Exception as exc:
+                    self.pauses.failed_job(partition, job_key, exc)
+                    continue
+                if count:
+                    budget.spend(partition, count)
+                    budget.served(partition, tenant)
+                runs -= count
+                allowance -= count
+                left |= pending
+        if left and allowance < 1:
+            self.counters.backfill_rate_waits += 1
+        return left and allowance >= 1
+
     def _backfill_chunk(
-        self, store: Store, out: Output, partition: int, job_key: str, now_us: int
-    ) -> bool:
+        self, store: Store, out: Output, partition: int, job_key: str, now_us: int, limit: int
+    ) -> tuple[int, bool]:
+        """Up to ``limit`` runs of the job's first backfill: (runs emitted, backfills left)."""
         old = self.jobs.load(store, job_key)
         if old is None or not old.backfills:
             store.delete(keys.backfill_key(job_key), logged=False)
-            return False
+            return 0, False
         state = old.copy()
         plan = self.jobs.plan_of(store, job_key, state)
         cursor = state.backfills[0]
-        for _ in range(plan.runs_per_tick(self.backfill_chunk)):
+        count = 0
+        for _ in range(min(limit, plan.runs_per_tick(self.backfill_chunk))):
             instant = next_instant(plan.schedule, cursor.next_after_us)
             if instant is None or instant >= cursor.end_us:
                 state.backfills.pop(0)
@@ -301,8 +335,9 @@ class SchedulerLogic:
             )
             cursor.next_after_us = instant
             cursor.emitted += 1
+            count += 1
         self.jobs.save(store, job_key, old, state)
-        return bool(state.backfills)
+        return count, bool(state.backfills)
 
     # -- outputs ----------------------------------------------------------------------------
     def _emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:

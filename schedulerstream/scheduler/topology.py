@@ -66,6 +66,7 @@ class SchedulerTopology(Topology):
             settings.instance_id,
             due_batch=settings.due_batch,
             backfill_chunk=settings.backfill_chunk,
+            backfill_rate=settings.backfill_rate,
             limits=settings.record_limits(),
             inline_definitions=settings.scheduler_inline_definitions,
         )
@@ -117,3 +118,4 @@ class SchedulerTopology(Topology):
     def on_running(self, ctx: TaskContext) -> None:
         """The store was (re)built: the timer scan starts again from the first due key."""
         self.logic.jobs.forget_due_floor(ctx.store)
+        self.logic.backfill_budget.forget(ctx.partition)

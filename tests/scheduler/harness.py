@@ -136,11 +136,13 @@ class Harness:
         return [r["run_id"] for r in self.out.runs()]
 
 
-def command(kind: str, fields: dict[str, Any], job: str = "j1", at: int = 0) -> bytes:
+def command(
+    kind: str, fields: dict[str, Any], job: str = "j1", at: int = 0, tenant: str = "acme"
+) -> bytes:
     return CODEC.encode(
         "Command",
         {
-            "tenant": "acme",
+            "tenant": tenant,
             "job_id": job,
             "issued_at_us": at,
             "command": (f"io.schedulerstream.{kind}", fields),
