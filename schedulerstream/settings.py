@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     scheduler_inline_definitions: bool = False
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     # backfill runs a second a partition, all tenants together, split evenly between them: a
-    # backfill of millions of runs must not bury the runs due now (scheduler/backfill_budget.py)
+    # backfill of millions of runs must not bury the runs due now (scheduler/backfills.py)
     backfill_rate: float = Field(default=200.0, gt=0, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)
     # failure detection: a member silent this long leaves the group (README.md, "Failover")

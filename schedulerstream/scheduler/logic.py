@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from schedulerstream.codec import Codec
 from schedulerstream.errors import CodecError, DependencyDown, StateError
-from schedulerstream.ids import manual_run_id, rerun_run_id, scheduled_run_id
+from schedulerstream.ids import manual_run_id
 from schedulerstream.ingest import (
     RejectedRecord,
     decode_command,
@@ -22,7 +22,7 @@ from schedulerstream.ingest import (
 )
 from schedulerstream.limits import RecordLimits
 from schedulerstream.scheduler import keys
-from schedulerstream.scheduler.backfill_budget import BackfillBudget
+from schedulerstream.scheduler.backfills import BACKFILL_RATE, Backfills, add_catch_up
 from schedulerstream.scheduler.counters import Counters
 from schedulerstream.scheduler.jobs import JobRecords, Store
 from schedulerstream.scheduler.pauses import Pauses
@@ -42,7 +42,6 @@ from schedulerstream.scheduler.writer import Output, RecordWriter, Topics
 MAX_VERSION = (1 << 63) - 1
 TICK_BYTES = 64 << 20  # of run records in one tick: past it, the next jobs wait a tick
 TICK_INSTANTS = 20_000  # instants computed in one tick (~0.1 s with their runs): past it, the same
-BACKFILL_RATE = 200.0  # backfill runs a second a partition, all tenants (the settings' default)
 INLINE_CHUNK = 1000  # job records a tick rewrites with their definition (inline_definitions)
 
 
@@ -65,8 +64,6 @@ class SchedulerLogic:
         self.due_batch = due_batch
         self.emitted_bytes = 0  # of run records, ever (a tick's share bounds the tick)
         self.examined = 0  # instants computed for due jobs, ever (the same)
-        self.backfill_chunk = backfill_chunk
-        self.backfill_budget = BackfillBudget(backfill_rate)
         self.plans = PlanCache(
             lambda data: codec.decode_as("JobDefinition", data),
             sparse_us=timers.sparse_interval_us,
@@ -78,6 +75,8 @@ class SchedulerLogic:
         self._latest_us: dict[int, int] = {}  # per partition: the latest "now" seen
         self.pauses = Pauses(codec, self.limits, topics, self.jobs, self.plans, self.writer,
                              self.counters, self)  # fmt: skip
+        self.backfills = Backfills(self.jobs, self.pauses, self.counters, self, backfill_chunk,
+                                   backfill_rate)  # fmt: skip
 
     def clock(self, partition: int, now_us: int) -> int:
         """``now_us``, never earlier than a "now" this partition already saw.
@@ -162,7 +161,7 @@ class SchedulerLogic:
             payload = (
                 fields["payload_json"] if fields["payload_json"] is not None else plan.payload_json
             )
-            self._emit(
+            self.emit(
                 out, partition, plan, Emission(run_id, now_us, now_us, "manual", payload), now_us
             )
         elif kind == "Backfill":
@@ -236,7 +235,10 @@ class SchedulerLogic:
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
         if kept is not None and kept < self.jobs.due_floor[store]:
             self.jobs.due_floor[store] = kept
-        more |= self._backfills(store, out, partition, now_us, emitted, broken)
+        more |= self.backfills.tick(
+            store, out, partition, now_us, broken,
+            lambda: self.emitted_bytes - emitted >= TICK_BYTES,
+        )  # fmt: skip
         self.pauses.quarantine_jobs(store, out, partition, now_us)
         if self.jobs.inline_definitions:
             self.jobs.inline_chunk(store, INLINE_CHUNK)
@@ -252,95 +254,19 @@ class SchedulerLogic:
         plan = self.jobs.plan_of(store, job_key, new)
         result = advance(new, plan, now_us, self.timers, next_instant)
         self.examined += result.examined
+        if result.catch_up is not None:
+            add_catch_up(new, *result.catch_up)
         for emission in result.emissions:
-            self._emit(out, partition, plan, emission, now_us)
+            self.emit(out, partition, plan, emission, now_us)
         for missed in result.missed:
-            self._missed(out, partition, plan, missed, now_us)
+            self.missed(out, partition, plan, missed, now_us)
         if result.emissions or result.missed or _indexed(state) != _indexed(new):
             self.jobs.save(store, job_key, state, new, due_key)
             return new
         return state
 
-    def _backfills(
-        self, store: Store, out: Output, partition: int, now_us: int, emitted: int,
-        broken: set[str] | tuple[()],
-    ) -> bool:  # fmt: skip
-        """Backfill chunks within the partition's budget, its tokens split evenly between the
-        tenants backfilling; True if a chunk is left that the budget still has tokens for."""
-        if store.get(keys.BACKFILL_END) is None:
-            store.put(keys.BACKFILL_END, b"", logged=False)
-        by_tenant: dict[str, list[str]] = {}
-        for bf_key, _ in store.range(keys.BACKFILL_PREFIX, keys.BACKFILL_END):
-            job_key = bf_key[len(keys.BACKFILL_PREFIX) :].decode()
-            if job_key not in broken:
-                by_tenant.setdefault(job_key.partition("/")[0], []).append(job_key)
-        if not by_tenant:
-            return False
-        budget = self.backfill_budget
-        allowance = budget.available(partition, now_us)
-        share = max(1, allowance // len(by_tenant))
-        left = False  # a chunk is left for a later tick
-        for tenant in budget.turns(partition, by_tenant):
-            runs = min(share, allowance)
-            for job_key in by_tenant[tenant]:
-                if runs < 1 or self.emitted_bytes - emitted >= TICK_BYTES:
-                    left = True
-                    break
-                try:
-                    count, pending = self._backfill_chunk(store, out, partition, job_key,
-                                                          now_us, runs)  # fmt: skip
-                except (StateError, DependencyDown):
-                    raise
-                except Exception as exc:
-                    self.pauses.failed_job(partition, job_key, exc)
-                    continue
-                if count:
-                    budget.spend(partition, count)
-                    budget.served(partition, tenant)
-                runs -= count
-                allowance -= count
-                left |= pending
-        if left and allowance < 1:
-            self.counters.backfill_rate_waits += 1
-        return left and allowance >= 1
-
-    def _backfill_chunk(
-        self, store: Store, out: Output, partition: int, job_key: str, now_us: int, limit: int
-    ) -> tuple[int, bool]:
-        """Up to ``limit`` runs of the job's first backfill: (runs emitted, backfills left)."""
-        old = self.jobs.load(store, job_key)
-        if old is None or not old.backfills:
-            store.delete(keys.backfill_key(job_key), logged=False)
-            return 0, False
-        state = old.copy()
-        plan = self.jobs.plan_of(store, job_key, state)
-        cursor = state.backfills[0]
-        count = 0
-        for _ in range(min(limit, plan.runs_per_tick(self.backfill_chunk))):
-            instant = next_instant(plan.schedule, cursor.next_after_us)
-            if instant is None or instant >= cursor.end_us:
-                state.backfills.pop(0)
-                break
-            run_id = (
-                rerun_run_id(job_key, instant, cursor.request_id)
-                if cursor.rerun
-                else scheduled_run_id(job_key, instant)
-            )
-            self._emit(
-                out,
-                partition,
-                plan,
-                Emission(run_id, instant, now_us, "backfill", plan.payload_json),
-                now_us,
-            )
-            cursor.next_after_us = instant
-            cursor.emitted += 1
-            count += 1
-        self.jobs.save(store, job_key, old, state)
-        return count, bool(state.backfills)
-
     # -- outputs ----------------------------------------------------------------------------
-    def _emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:
+    def emit(self, out: Output, partition: int, plan: JobPlan, e: Emission, now_us: int) -> None:
         reason = out.failed(plan.key)
         if reason is not None:
             self._not_emitted(out, partition, plan, e, reason, now_us)
@@ -376,7 +302,7 @@ class SchedulerLogic:
         self.counters.runs_revoked += len(revoked)
         return revoked
 
-    def _missed(self, out: Output, partition: int, plan: JobPlan, m: Missed, now_us: int) -> None:
+    def missed(self, out: Output, partition: int, plan: JobPlan, m: Missed, now_us: int) -> None:
         self.writer.missed(out, partition, plan, m, now_us)
         self.counters.instants_missed += m.count
 

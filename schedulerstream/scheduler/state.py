@@ -31,13 +31,24 @@ class PendingRun:
     not_before_us: int
 
 
+# the request id of a catch_up job's late instants (no request id can hold "~")
+CATCH_UP_REQUEST = "~catch_up"
+
+
 @dataclass(slots=True)
 class BackfillCursor:
+    """The instants after ``next_after_us`` and before ``end_us`` still to emit: a Backfill
+    command's, or a ``catch_up`` job's late ones (``CATCH_UP_REQUEST``)."""
+
     request_id: str
     next_after_us: int
     end_us: int
     rerun: bool
     emitted: int = 0
+
+    @property
+    def catch_up(self) -> bool:
+        return self.request_id == CATCH_UP_REQUEST
 
 
 @dataclass(slots=True)

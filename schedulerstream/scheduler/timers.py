@@ -3,8 +3,11 @@
 Misfire rules (DESIGN.md §3): an instant is *late* when it is more than ``grace`` and the job's
 ``jitter`` before now (a run jittered past the grace is not late: it is due then).
 Late instants older than ``catch_up_window`` are always missed; within the window the policy
-decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all. Every dropped instant
-is reported in a ``Missed`` record, never silently lost.
+decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all: ``advance`` hands
+them to the caller as a span, which emits them as a backfill (at the partition's backfill rate,
+shared between tenants), so a tenant's jobs resumed far behind cannot flood the runs topic and
+the job's on-time runs do not wait for them. Every dropped instant is reported in a ``Missed``
+record, never silently lost.
 
 Dropped instants are counted one by one up to ``MISFIRE_SCAN``; past it the count is a lower
 bound and the latest instants are found by bisection, so a job years behind costs a few dozen
@@ -63,6 +66,7 @@ class Advance:
     emissions: list[Emission] = field(default_factory=list)
     missed: list[Missed] = field(default_factory=list)
     examined: int = 0
+    catch_up: tuple[int, int] | None = None  # catch_up's late instants: (after, before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +144,15 @@ def advance(
         cursor = max(old.last, window_start - 1)
         first = next_after(schedule, cursor)
 
-    chosen: list[tuple[int, int, str, str]] = []  # on time first; the late are put before
-    if plan.misfire_policy != "catch_up" and first is not None and first < late_cut:
-        cursor = _drop_late(plan, span(next_after, schedule, first, late_cut), first, now_us,
-                            chosen, result)  # fmt: skip
+    chosen: list[tuple[int, int, str, str]] = []
+    if first is not None and first < late_cut:
+        if plan.misfire_policy == "catch_up":  # emitted at the backfill rate, not in one go
+            result.catch_up = (cursor, late_cut)
+            cursor = late_cut - 1
+        else:
+            cursor = _drop_late(plan, span(next_after, schedule, first, late_cut), first,
+                                now_us, chosen, result)  # fmt: skip
 
-    late: list[int] = []  # catch_up's
     budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
@@ -154,16 +161,11 @@ def advance(
         not_before = instant + plan.jitter_at(instant)
         if not_before > horizon:
             break
-        if instant < late_cut:
-            late.append(instant)
-        else:
-            chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
+        chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
         cursor = instant
         budget -= 1
     result.examined += timers.count_cap - budget + 1
 
-    if late:
-        chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in late]
     cap = plan.runs_per_tick(timers.count_cap)
     if len(chosen) > cap:  # large records: the rest from the next tick (instants ascend)
         del chosen[cap:]

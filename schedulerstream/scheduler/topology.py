@@ -118,4 +118,4 @@ class SchedulerTopology(Topology):
     def on_running(self, ctx: TaskContext) -> None:
         """The store was (re)built: the timer scan starts again from the first due key."""
         self.logic.jobs.forget_due_floor(ctx.store)
-        self.logic.backfill_budget.forget(ctx.partition)
+        self.logic.backfills.budget.forget(ctx.partition)

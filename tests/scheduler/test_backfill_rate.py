@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from schedulerstream.scheduler.backfill_budget import BackfillBudget
+from schedulerstream.scheduler.backfills import BackfillBudget
 from tests.scheduler.harness import Harness, command, definition, us
 
 T0 = us("2025-01-06T10:00:30Z")
@@ -101,3 +101,86 @@ def test_the_budget_refills_at_its_rate_up_to_one_seconds_worth() -> None:
     assert budget.turns(3, ["b", "a", "c"]) == ["c", "a", "b"]
     assert budget.turns(3, ["a", "d"]) == ["d", "a"]  # "b" is gone: the next after it
     assert budget.turns(4, ["b", "a"]) == ["a", "b"]
+
+
+def _catch_up_job(h: Harness, tenant: str, job: str, behind_s: int, **extra: object) -> None:
+    h.put(
+        definition(1, tenant=tenant, job_id=job, schedule={"every": 1},
+                   misfire_policy="catch_up", catch_up_window=7200, **extra),
+        key=f"{tenant}/{job}".encode(),
+        ts=h.now - behind_s * 1_000_000,
+    )  # fmt: skip
+
+
+def test_a_tenants_jobs_resumed_far_behind_catch_up_at_the_rate_and_on_time_runs_go_on() -> None:
+    """Before, 100 every-second catch_up jobs an hour behind emitted their 360,000 late runs
+    as fast as the scheduler could (10,000 a job a tick), ahead of every run due now."""
+    h = _harness(rate=200)
+    _job(h, "healthy", "tick", created_us=T0)
+    for n in range(100):
+        _catch_up_job(h, "flood", f"j{n}", behind_s=3600)
+    h.out.clear()
+    h.tick_until(T0 + 10_000_000)
+    triggers = Counter((r["tenant"], r["trigger"]) for r in h.out.runs())
+    assert 200 * 10 <= triggers["flood", "catch_up"] <= 200 * 11 + 1
+    on_time = list(range(T0 + 1_000_000, T0 + 11_000_001, 1_000_000))
+    for tenant, job in [("healthy", "tick"), ("flood", "j0"), ("flood", "j99")]:
+        scheduled = sorted(
+            r["scheduled_at_us"]
+            for r in h.out.runs()
+            if r["job_id"] == job and r["tenant"] == tenant and r["trigger"] == "scheduled"
+        )
+        # the last minute's instants are within the grace: on time, not late
+        assert [t for t in scheduled if t > T0] == on_time, (tenant, job)  # nor do its late
+        # runs hold a job's own on-time ones
+
+
+def test_every_late_instant_of_a_catch_up_job_is_emitted_once() -> None:
+    h = _harness(rate=100)
+    _catch_up_job(h, "acme", "a", behind_s=300)
+    _catch_up_job(h, "acme", "b", behind_s=300)
+    h.tick_until(T0 + 10_000_000)
+    for job in ("a", "b"):
+        runs = [r for r in h.out.runs() if r["job_id"] == job]
+        assert len(runs) == len({r["run_id"] for r in runs})
+        late = sorted(r["scheduled_at_us"] for r in runs if r["trigger"] == "catch_up")
+        # late: past the 60 s grace when first ticked, 50 ms after T0 (T0 - 299 s .. T0 - 60 s)
+        assert late == list(range(T0 - 299_000_000, T0 - 59_000_000, 1_000_000)), job
+        scheduled = {r["scheduled_at_us"] for r in runs if r["trigger"] == "scheduled"}
+        assert not scheduled & set(late) and max(scheduled) == T0 + 11_000_000
+    assert h.out.attempts("missed") == []
+
+
+def test_a_job_paused_while_catching_up_reports_the_late_instants_it_did_not_emit() -> None:
+    h = _harness(rate=20)
+    _catch_up_job(h, "acme", "a", behind_s=3600)
+    h.tick_until(T0 + 1_000_000)
+    emitted = sum(1 for r in h.out.runs() if r["trigger"] == "catch_up")
+    assert 20 <= emitted <= 41  # a second's burst, then 20 a second
+    h.put(
+        definition(2, job_id="a", schedule={"every": 1}, misfire_policy="catch_up",
+                   catch_up_window=7200, paused=True),
+        key=b"acme/a",
+    )  # fmt: skip
+    h.out.clear()
+    h.tick_until(T0 + 3_000_000)
+    assert [r for r in h.out.runs() if r["trigger"] == "catch_up"] == []
+    [missed] = h.out.attempts("missed")
+    assert missed["reason"].startswith("at least 100 instant(s)")  # bounded count past 100
+    assert "job paused while catching up" in missed["reason"]
+
+
+def test_max_runs_counts_catch_up_runs_as_they_are_emitted() -> None:
+    h = _harness(rate=1000)
+    _catch_up_job(h, "acme", "a", behind_s=200, max_runs=80)
+    h.tick_until(T0 + 2_000_000)
+    runs = h.out.runs()
+    assert len(runs) == 80
+    # within the grace (T0 - 59 s .. T0) and ahead (T0 + 1 s): on time, and first
+    assert sum(1 for r in runs if r["trigger"] == "scheduled") == 61
+    late = sorted(r["scheduled_at_us"] for r in runs if r["trigger"] == "catch_up")
+    assert late == list(range(T0 - 199_000_000, T0 - 180_000_000, 1_000_000))
+    # the late instants it had no runs left for, in one event; then T0 + 2 s
+    missed = h.out.attempts("missed")
+    assert [m["count"] for m in missed] == [121, 1]
+    assert all(m["reason"].endswith("not run: max_runs reached") for m in missed)
