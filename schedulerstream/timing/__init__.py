@@ -10,13 +10,14 @@ from schedulerstream.timing.cron_next import CronSchedule, parse_cron
 from schedulerstream.timing.cron_parse import MACROS, CronFields, parse_fields
 from schedulerstream.timing.every import EverySchedule
 from schedulerstream.timing.preview import PreviewEntry, preview
-from schedulerstream.timing.schedule import Schedule, next_instants
+from schedulerstream.timing.schedule import CountableSchedule, Schedule, next_instants
 from schedulerstream.timing.zones import DEFAULT_ZONE, get_zone
 
 __all__ = [
     "DEFAULT_ZONE",
     "MACROS",
     "AtSchedule",
+    "CountableSchedule",
     "CronFields",
     "CronSchedule",
     "DstGap",

@@ -17,6 +17,12 @@ class AtSchedule:
     def next_n(self, after_us: int, n: int) -> list[int]:
         return [self.instant_us] if n > 0 and self.instant_us > after_us else []
 
+    def count_between(self, first_us: int, limit_us: int) -> int:
+        return 1 if first_us <= self.instant_us < limit_us else 0
+
+    def last_before(self, limit_us: int) -> int | None:
+        return self.instant_us if self.instant_us < limit_us else None
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AtSchedule) and self.instant_us == other.instant_us
 

@@ -44,6 +44,15 @@ class EverySchedule:
         first = self.next_after(after_us)
         return [first + i * self.interval_us for i in range(max(n, 0))]
 
+    def count_between(self, first_us: int, limit_us: int) -> int:
+        # -((phase - x) // interval): the index k of the first instant at or after x
+        start = -((self.phase_us - first_us) // self.interval_us)
+        stop = -((self.phase_us - limit_us) // self.interval_us)
+        return max(stop - start, 0)
+
+    def last_before(self, limit_us: int) -> int:
+        return self.next_after(limit_us - 1) - self.interval_us
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, EverySchedule)

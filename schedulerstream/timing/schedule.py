@@ -1,4 +1,5 @@
-"""The one interface every kind of schedule offers to the scheduler."""
+"""The one interface every kind of schedule offers to the scheduler, and an optional one for
+those that count their instants by arithmetic."""
 
 from __future__ import annotations
 
@@ -20,6 +21,22 @@ class Schedule(Protocol):
 
     def next_n(self, after_us: int, n: int) -> list[int]:
         """Up to ``n`` instants strictly after ``after_us``, in order."""
+        ...
+
+
+@runtime_checkable
+class CountableSchedule(Schedule, Protocol):
+    """A schedule that counts its instants in a span by arithmetic, not one ``next_after`` an
+    instant (the scheduler's missed counts are exact then). Optional: wrappers that cannot
+    count exactly answer None, and the scheduler walks."""
+
+    def count_between(self, first_us: int, limit_us: int) -> int | None:
+        """How many instants lie in ``[first_us, limit_us)``, or None if not known exactly."""
+        ...
+
+    def last_before(self, limit_us: int) -> int | None:
+        """The latest instant strictly before ``limit_us``, or None if there is none or it is
+        not known at once."""
         ...
 
 

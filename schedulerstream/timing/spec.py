@@ -12,7 +12,7 @@ from schedulerstream.timing.at import AtSchedule
 from schedulerstream.timing.combine import DayRange, ExcludedSchedule, UnionSchedule
 from schedulerstream.timing.cron_next import CronSchedule, parse_cron
 from schedulerstream.timing.every import EverySchedule
-from schedulerstream.timing.schedule import Schedule
+from schedulerstream.timing.schedule import CountableSchedule, Schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,26 @@ class BoundedSchedule:
             found.append(instant)
             after_us = instant
         return found
+
+    def count_between(self, first_us: int, limit_us: int) -> int | None:
+        """Exact when the inner schedule counts exactly (not one with excluded dates)."""
+        if not isinstance(self.inner, CountableSchedule):
+            return None
+        if self.start_us is not None:
+            first_us = max(first_us, self.start_us)
+        if self.end_us is not None:
+            limit_us = min(limit_us, self.end_us)
+        return self.inner.count_between(first_us, limit_us) if first_us < limit_us else 0
+
+    def last_before(self, limit_us: int) -> int | None:
+        if not isinstance(self.inner, CountableSchedule):
+            return None
+        if self.end_us is not None:
+            limit_us = min(limit_us, self.end_us)
+        instant = self.inner.last_before(limit_us)
+        if instant is None or (self.start_us is not None and instant < self.start_us):
+            return None
+        return instant
 
 
 def cron_schedules(spec: dict[str, Any]) -> tuple[CronSchedule, ...]:

@@ -1,12 +1,16 @@
-"""Fixed-interval and one-shot schedules, next_instants and the shared next-instant cache."""
+"""Fixed-interval and one-shot schedules and their counts, next_instants and the shared
+next-instant cache."""
 
 from __future__ import annotations
+
+from datetime import date
 
 import pytest
 
 from schedulerstream.errors import ValidationError
 from schedulerstream.timing import (
     AtSchedule,
+    CountableSchedule,
     CronSchedule,
     EverySchedule,
     NextInstantCache,
@@ -14,6 +18,8 @@ from schedulerstream.timing import (
     next_instants,
     parse_cron,
 )
+from schedulerstream.timing.combine import ExcludedSchedule, UnionSchedule
+from schedulerstream.timing.spec import BoundedSchedule
 
 
 def test_every_counts_from_the_epoch() -> None:
@@ -71,6 +77,47 @@ def test_at() -> None:
 def test_all_kinds_are_schedules() -> None:
     for schedule in (parse_cron("* * * * *"), EverySchedule(1), AtSchedule(0)):
         assert isinstance(schedule, Schedule)
+
+
+def _walked(schedule: Schedule, first_us: int, limit_us: int) -> list[int]:
+    return next_instants(schedule, first_us - 1, 10_000, until_us=limit_us - 1)
+
+
+def test_every_counts_a_span_and_finds_its_latest_by_arithmetic() -> None:
+    every = EverySchedule.from_us(7_000_003, phase_us=1_234_567)
+    for first, limit in [(0, 100_000_000), (1_234_567, 8_234_570), (-50_000_000, 3), (5, 5)]:
+        walked = _walked(every, first, limit)
+        assert every.count_between(first, limit) == len(walked), (first, limit)
+        assert every.last_before(limit) == every.next_after(limit - 1) - 7_000_003
+        if walked:
+            assert every.last_before(limit) == walked[-1]
+    assert every.count_between(100, 0) == 0  # an empty span, not a negative count
+
+
+def test_at_counts_its_one_instant() -> None:
+    at = AtSchedule(5_000_000)
+    assert [at.count_between(0, 5_000_000), at.count_between(5_000_000, 5_000_001)] == [0, 1]
+    assert (at.last_before(5_000_000), at.last_before(5_000_001)) == (None, 5_000_000)
+
+
+def test_a_bounded_schedule_counts_when_its_inner_one_does() -> None:
+    bounded = BoundedSchedule(EverySchedule(10), start_us=25_000_000, end_us=65_000_000)
+    assert bounded.count_between(0, 100_000_000) == 4  # 30, 40, 50, 60
+    assert bounded.count_between(45_000_000, 55_000_000) == 1
+    assert bounded.count_between(61_000_000, 100_000_000) == 0
+    assert bounded.last_before(100_000_000) == 60_000_000
+    assert bounded.last_before(30_000_000) is None  # 20 is before the start
+    excluded = ExcludedSchedule(EverySchedule(10), [date(1970, 1, 2)], "UTC")
+    assert BoundedSchedule(excluded, None, 65_000_000).count_between(0, 100_000_000) is None
+    assert BoundedSchedule(excluded, None, None).last_before(100_000_000) is None
+
+
+def test_only_schedules_that_count_exactly_are_countable() -> None:
+    countable = [EverySchedule(1), AtSchedule(0), BoundedSchedule(EverySchedule(1), 0, None)]
+    assert all(isinstance(s, CountableSchedule) for s in countable)
+    cron = parse_cron("* * * * *")
+    others = [cron, UnionSchedule([cron]), ExcludedSchedule(EverySchedule(1), [], "UTC")]
+    assert not any(isinstance(s, CountableSchedule) for s in others)
 
 
 def test_next_instants_bounds() -> None:
