@@ -9,9 +9,11 @@ shared between tenants), so a tenant's jobs resumed far behind cannot flood the 
 the job's on-time runs do not wait for them. Every dropped instant is reported in a ``Missed``
 record, never silently lost.
 
-Dropped instants are counted one by one up to ``MISFIRE_SCAN``; past it the count is a lower
-bound and the latest instants are found by bisection, so a job years behind costs a few dozen
-``next_after`` calls, not one per instant (a tenant's resumed jobs would hold the whole tick).
+Dropped instants are counted exactly by arithmetic when the schedule can (a
+``CountableSchedule``: an interval, a one-shot, either bounded by start/end). Otherwise they are
+counted one by one up to ``MISFIRE_SCAN``; past it the count is a lower bound and the latest
+instants are found by bisection, so a job years behind costs a few dozen ``next_after`` calls,
+not one per instant (a tenant's resumed jobs would hold the whole tick).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from dataclasses import dataclass, field
 
 from schedulerstream.scheduler.plan import JobPlan
 from schedulerstream.scheduler.state import JobState, PendingRun
-from schedulerstream.timing import Schedule
+from schedulerstream.timing import CountableSchedule, Schedule
 
 NextAfter = Callable[[Schedule, int], int | None]
-MISFIRE_SCAN = 100  # dropped instants counted one by one; past it, bisection
+MISFIRE_SCAN = 100  # dropped instants walked one by one (if not counted); past it, bisection
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,11 @@ class Span:
 
 def span(next_after: NextAfter, schedule: Schedule, first: int, limit_us: int) -> Span:
     """The instants from ``first`` (one of them, below ``limit_us``) to ``limit_us``: counted
-    one by one up to ``MISFIRE_SCAN``, the latest two found by bisection past it."""
+    by the schedule when it can, else one by one up to ``MISFIRE_SCAN``, the latest two found
+    by bisection past it."""
+    counted = _counted(schedule, first, limit_us)
+    if counted is not None:
+        return counted
     count, before, last = 1, None, first
     while True:
         instant = next_after(schedule, last)
@@ -95,6 +101,18 @@ def span(next_after: NextAfter, schedule: Schedule, first: int, limit_us: int) -
     latest, steps = _latest_before(next_after, schedule, last, limit_us)
     previous, more = _latest_before(next_after, schedule, last, latest)
     return Span(count, latest, previous, True, count + steps + more)
+
+
+def _counted(schedule: Schedule, first: int, limit_us: int) -> Span | None:
+    """The span by the schedule's arithmetic, exact; None when it cannot count exactly."""
+    if not isinstance(schedule, CountableSchedule):
+        return None
+    count = schedule.count_between(first, limit_us)  # at least 1: ``first`` is one
+    last = schedule.last_before(limit_us) if count else None
+    before = schedule.last_before(last) if count and count > 1 and last is not None else None
+    if count is None or last is None or (count > 1 and before is None):
+        return None
+    return Span(count, last, before, False, 2 if before is None else 3)
 
 
 def _latest_before(
