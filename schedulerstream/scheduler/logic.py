@@ -203,18 +203,54 @@ class SchedulerLogic:
     def _tick(self, store: Store, out: Output, partition: int, now_us: int, floor: bytes) -> bool:
         now_us = self.clock(partition, now_us)
         upper = keys.due_upper_bound(now_us + self.timers.lookahead_us)
-        due = [k for k, _ in _take(store.range(floor, upper), self.due_batch)]
-        more = len(due) >= self.due_batch
-        # every key below ``upper`` is handled now (keys written meanwhile lower it again)
-        self.jobs.due_floor[store] = due[-1] if more else upper
-        emitted, examined = self.emitted_bytes, self.examined
+        # below ``late``: jobs whose instant is past the grace (resumed, or behind). They go
+        # after the jobs due now, on a budget of their own: thousands of one tenant's jobs
+        # resumed hours behind sort first, and would hold every job due now behind them.
+        late = min(upper, keys.due_upper_bound(
+            now_us - self.timers.grace_us - self.timers.burst_lead_us))  # fmt: skip
+        emitted = self.emitted_bytes
         broken = self.pauses.broken.get(partition, ())
+        floors = self.jobs.due_floor  # a key written below the store's floor lowers it
+        floors[store] = upper
+        more, resume = self._scan(store, out, partition, now_us, max(floor, late), upper, broken)
+        if resume is not None:
+            floors[store] = min(floors[store], resume)
+        if floor < late:
+            late_more, resume = self._scan(store, out, partition, now_us, floor, late, broken)
+            more |= late_more
+            if resume is not None:
+                floors[store] = min(floors[store], resume)
+        more |= self.backfills.tick(
+            store, out, partition, now_us, broken,
+            lambda: self.emitted_bytes - emitted >= TICK_BYTES,
+        )  # fmt: skip
+        self.pauses.quarantine_jobs(store, out, partition, now_us)
+        if self.jobs.inline_definitions:
+            self.jobs.inline_chunk(store, INLINE_CHUNK)
+        return more
+
+    def _scan(
+        self,
+        store: Store,
+        out: Output,
+        partition: int,
+        now_us: int,
+        low: bytes,
+        high: bytes,
+        broken: set[str] | tuple[()],
+    ) -> tuple[bool, bytes | None]:
+        """Emit what is due of the jobs whose due keys are in [low, high), within the tick's
+        budgets: (keys were left, the key the next scan must start at; None: past ``high``)."""
+        due = [k for k, _ in _take(store.range(low, high), self.due_batch)]
+        more = len(due) >= self.due_batch
+        resume = due[-1] if more else None
+        emitted, examined = self.emitted_bytes, self.examined
         for n, due_key in enumerate(due):
             if self.emitted_bytes - emitted >= TICK_BYTES or (
                 self.examined - examined >= TICK_INSTANTS
             ):  # the rest in the next tick
                 # a job handled before it may be due again below it (still catching up)
-                self.jobs.due_floor[store] = min(due_key, self.jobs.due_floor[store])
+                resume = due_key if resume is None else min(due_key, resume)
                 more = True
                 due = due[:n]
                 break
@@ -233,16 +269,9 @@ class SchedulerLogic:
             except Exception as exc:
                 self.pauses.failed_job(partition, job_key, exc)
         kept = next((k for k in due if store.get(k) is not None), None)  # an unchanged job
-        if kept is not None and kept < self.jobs.due_floor[store]:
-            self.jobs.due_floor[store] = kept
-        more |= self.backfills.tick(
-            store, out, partition, now_us, broken,
-            lambda: self.emitted_bytes - emitted >= TICK_BYTES,
-        )  # fmt: skip
-        self.pauses.quarantine_jobs(store, out, partition, now_us)
-        if self.jobs.inline_definitions:
-            self.jobs.inline_chunk(store, INLINE_CHUNK)
-        return more
+        if kept is not None and (resume is None or kept < resume):
+            resume = kept
+        return more, resume
 
     def _emit_due(
         self, store: Store, out: Output, partition: int, job_key: str, state: JobState,

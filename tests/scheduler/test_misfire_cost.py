@@ -119,3 +119,28 @@ def test_one_tenants_resumed_jobs_leave_each_tick_bounded(monkeypatch: pytest.Mo
     assert max(per_tick) < 2_000 + 600  # the budget, and one job's share past it
     good = [r["scheduled_at_us"] for r in runs if r["run_id"].startswith("good/")]
     assert good == sorted(set(good)) and good[-1] >= h.now + 2_000_000  # kept ahead
+
+
+def test_jobs_due_now_go_before_a_tenants_resumed_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resumed jobs' due keys are hours old and sort first: before, a tick spent its
+    whole budget on them and the jobs due now waited until every one was handled (thousands
+    of them: seconds, past the lookahead)."""
+    monkeypatch.setattr(logic_module, "TICK_INSTANTS", 2_000)
+    h = Harness(grace_s=30, lookahead_s=3)
+    h.now = us(NOW)
+    for n in range(60):  # ~170 instants each: five ticks' budgets
+        _behind(h, "bad", f"j{n:02d}", "fire_once", "2025-01-06T09:00:00Z", window=3_600,
+                schedule=CRON_EVERY_SECOND)  # fmt: skip
+    _behind(h, "good", "g", "fire_once", "2025-01-06T11:59:59Z", window=3_600)
+
+    h.logic.on_tick(h.store, h.out, 0, h.now)  # one tick, cut by the budget
+
+    runs = h.out.runs()
+    good = [r["scheduled_at_us"] for r in runs if r["tenant"] == "good"]
+    assert good == [us("2025-01-06T12:00:00Z") + k * 1_000_000 for k in range(4)]
+    resumed = {r["job_id"] for r in runs if r["tenant"] == "bad"}
+    assert 0 < len(resumed) < 60  # the budget cut the resumed jobs' share, not the others'
+    while h.logic.on_tick(h.store, h.out, 0, h.now):  # the rest follow in the next ticks
+        pass
+    fired = [r["job_id"] for r in h.out.runs() if r["trigger"] == "catch_up"]
+    assert sorted(fired) == [f"j{n:02d}" for n in range(60)]  # each fired once
