@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     # it (they read no reference): set for the first rolling restart of an upgrade from them,
     # then unset for a second (README.md, "Upgrading")
     scheduler_inline_definitions: bool = False
+    # catch_up's late runs emitted at once, as schedulers before session 37 did (they read a
+    # queued catch-up as a Backfill command): set for the first rolling restart of an upgrade
+    # from them, then unset for a second (README.md, "Upgrading")
+    scheduler_inline_catch_up: bool = False
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     # backfill runs a second a partition, all tenants together, split evenly between them: a
     # backfill of millions of runs must not bury the runs due now (scheduler/backfills.py)

@@ -21,8 +21,8 @@ from schedulerstream.scheduler.counters import Counters
 from schedulerstream.scheduler.jobs import JobRecords, Store
 from schedulerstream.scheduler.pauses import Pauses
 from schedulerstream.scheduler.plan import JobPlan
-from schedulerstream.scheduler.state import CATCH_UP_REQUEST, BackfillCursor, JobState
-from schedulerstream.scheduler.timers import Emission, Missed, next_instant, span
+from schedulerstream.scheduler.state import JobState
+from schedulerstream.scheduler.timers import Emission, Missed, next_instant, schedule_next, span
 from schedulerstream.scheduler.writer import Output
 
 BACKFILL_RATE = 200.0  # runs a second a partition, all tenants (the settings' default)
@@ -49,6 +49,7 @@ class BackfillBudget:
         self.burst = max(1.0, rate_per_s)
         self._tokens: dict[int, tuple[float, int]] = {}  # partition → (tokens, refilled at µs)
         self._last: dict[int, str] = {}  # partition → the tenant served last
+        self._last_job: dict[int, dict[str, str]] = {}  # partition → tenant → its job, last
 
     def available(self, partition: int, now_us: int) -> int:
         """Whole runs this partition may emit now (refills first; a clock stepped back adds
@@ -67,19 +68,32 @@ class BackfillBudget:
     def turns(self, partition: int, tenants: Iterable[str]) -> list[str]:
         """``tenants`` in name order, starting after the one ``served`` last."""
         ordered = sorted(tenants)
-        last = self._last.get(partition)
-        if last is None:
-            return ordered
-        after = bisect.bisect_right(ordered, last)
-        return ordered[after:] + ordered[:after]
+        jobs = self._last_job.get(partition)
+        if jobs:  # only the tenants with work keep their place
+            self._last_job[partition] = {t: jobs[t] for t in ordered if t in jobs}
+        return _after(ordered, self._last.get(partition))
 
-    def served(self, partition: int, tenant: str) -> None:
+    def job_turns(self, partition: int, tenant: str, job_keys: list[str]) -> list[str]:
+        """A tenant's ``job_keys`` (in key order), starting after its job ``served`` last."""
+        return _after(job_keys, self._last_job.get(partition, {}).get(tenant))
+
+    def served(self, partition: int, tenant: str, job_key: str) -> None:
         self._last[partition] = tenant
+        self._last_job.setdefault(partition, {})[tenant] = job_key
 
     def forget(self, partition: int) -> None:
         """The partition moved away: a new owner starts with a full bucket."""
         self._tokens.pop(partition, None)
         self._last.pop(partition, None)
+        self._last_job.pop(partition, None)
+
+
+def _after(ordered: list[str], last: str | None) -> list[str]:
+    """``ordered`` rotated to start after ``last`` (where it is, or would be)."""
+    if last is None:
+        return ordered
+    at = bisect.bisect_right(ordered, last)
+    return ordered[at:] + ordered[:at]
 
 
 class Backfills:
@@ -118,7 +132,7 @@ class Backfills:
         left = False  # a chunk is left for a later tick
         for tenant in budget.turns(partition, by_tenant):
             runs = min(share, allowance)
-            for job_key in by_tenant[tenant]:
+            for job_key in budget.job_turns(partition, tenant, by_tenant[tenant]):
                 if runs < 1 or over_budget():
                     left = True
                     break
@@ -131,7 +145,7 @@ class Backfills:
                     continue
                 if count:
                     budget.spend(partition, count)
-                    budget.served(partition, tenant)
+                    budget.served(partition, tenant, job_key)
                 runs -= count
                 allowance -= count
                 left |= pending
@@ -153,7 +167,7 @@ class Backfills:
         spent = plan.max_runs is not None and state.runs_emitted >= plan.max_runs
         if cursor.catch_up and (state.paused or spent):
             why = "job paused while catching up" if state.paused else "max_runs reached"
-            self._drop_catch_up(out, partition, plan, state, now_us, why)
+            self.drop_catch_up(out, partition, plan, state, now_us, why)
             self.jobs.save(store, job_key, old, state)
             return 0, bool(state.backfills)
         trigger = "catch_up" if cursor.catch_up else "backfill"
@@ -170,7 +184,8 @@ class Backfills:
             if cursor.catch_up:
                 state.runs_emitted += 1
                 if plan.max_runs is not None and state.runs_emitted >= plan.max_runs:
-                    limit = 0  # the rest are missed in the next pass
+                    limit = 0  # the rest are missed in the next pass; the job is done
+                    schedule_next(state, plan, next_instant)
             if cursor.rerun:
                 run_id = rerun_run_id(job_key, instant, cursor.request_id)
             else:
@@ -180,7 +195,7 @@ class Backfills:
         self.jobs.save(store, job_key, old, state)
         return count, bool(state.backfills)
 
-    def _drop_catch_up(
+    def drop_catch_up(
         self, out: Output, partition: int, plan: JobPlan, state: JobState, now_us: int, why: str
     ) -> None:
         """A job paused, or out of runs, while catching up: the late instants it did not
@@ -192,13 +207,3 @@ class Backfills:
         dropped = span(next_instant, plan.schedule, first, cursor.end_us)
         missed = Missed(first, dropped.last, dropped.count, dropped.capped, why)
         self.emitter.missed(out, partition, plan, missed, now_us)
-
-
-def add_catch_up(state: JobState, after_us: int, before_us: int) -> None:
-    """Add a catch_up job's late instants to its backfills, first (it has at most one such
-    cursor: a new span continues it)."""
-    first = state.backfills[0] if state.backfills else None
-    if first is not None and first.catch_up and first.end_us > after_us:
-        first.end_us = max(first.end_us, before_us)
-        return
-    state.backfills.insert(0, BackfillCursor(CATCH_UP_REQUEST, after_us, before_us, False))

@@ -22,7 +22,7 @@ from schedulerstream.ingest import (
 )
 from schedulerstream.limits import RecordLimits
 from schedulerstream.scheduler import keys
-from schedulerstream.scheduler.backfills import BACKFILL_RATE, Backfills, add_catch_up
+from schedulerstream.scheduler.backfills import BACKFILL_RATE, Backfills
 from schedulerstream.scheduler.counters import Counters
 from schedulerstream.scheduler.jobs import JobRecords, Store
 from schedulerstream.scheduler.pauses import Pauses
@@ -100,7 +100,7 @@ class SchedulerLogic:
             self.pauses.broken.get(partition, set()).discard(job_key)  # a fresh start
             old = self.jobs.load(store, job_key)
             if old is not None:
-                last = self._settle(store, out, partition, job_key, old, now_us)
+                last = self._settle(store, out, partition, job_key, old, now_us, "job deleted")
                 revoking = last.copy()
                 self.revoke(out, partition, job_key, revoking, now_us, MAX_VERSION, "job deleted")
                 self.jobs.save(store, job_key, last, None)
@@ -114,7 +114,10 @@ class SchedulerLogic:
             self.counters.stale_versions += 1
             return
         self.pauses.broken.get(partition, set()).discard(job_key)  # a new version is a fresh start
-        current = None if old is None else self._settle(store, out, partition, job_key, old, now_us)
+        current = None
+        if old is not None:
+            why = "job paused" if job.paused else "job updated"
+            current = self._settle(store, out, partition, job_key, old, now_us, why)
         if current is not None:
             state = current.copy()
             reason = "job paused" if job.paused else "job updated"
@@ -178,16 +181,25 @@ class SchedulerLogic:
         self.pauses.quarantine_jobs(store, out, partition, now_us)
 
     def _settle(self, store: Store, out: Output, partition: int, job_key: str, old: JobState,
-                now_us: int) -> JobState:  # fmt: skip
-        """``old`` after emitting what is due of it, before a new version replaces it. A
-        version whose definition cannot be read emits nothing: the new one is its fix."""
+                now_us: int, why: str) -> JobState:  # fmt: skip
+        """``old`` after emitting what is due of it, before a new version replaces it (``why``):
+        its catch-up not emitted yet is reported missed, as the old version's. A version
+        whose definition cannot be read emits nothing: the new one is its fix."""
         try:
-            self.jobs.plan_of(store, job_key, old)
+            plan = self.jobs.plan_of(store, job_key, old)
         except CodecError as exc:
             log.warning("job %s: version %d is replaced without emitting what was due: %s",
                         job_key, old.version, exc)  # fmt: skip
             return old
-        return self._emit_due(store, out, partition, job_key, old, now_us)
+        settled = self._emit_due(store, out, partition, job_key, old, now_us)
+        if not (settled.backfills and settled.backfills[0].catch_up):
+            return settled
+        dropped = settled.copy()
+        while dropped.backfills and dropped.backfills[0].catch_up:
+            self.backfills.drop_catch_up(out, partition, plan, dropped, now_us,
+                                         f"{why} while catching up")  # fmt: skip
+        self.jobs.save(store, job_key, settled, dropped)
+        return dropped
 
     # -- the tick ---------------------------------------------------------------------------
     def on_tick(self, store: Store, out: Output, partition: int, now_us: int) -> bool:
@@ -212,11 +224,16 @@ class SchedulerLogic:
         broken = self.pauses.broken.get(partition, ())
         floors = self.jobs.due_floor  # a key written below the store's floor lowers it
         floors[store] = upper
-        more, resume = self._scan(store, out, partition, now_us, max(floor, late), upper, broken)
+        examined = self.examined
+        more, resume = self._scan(store, out, partition, now_us, max(floor, late), upper, broken,
+                                  TICK_BYTES, TICK_INSTANTS)  # fmt: skip
         if resume is not None:
             floors[store] = min(floors[store], resume)
-        if floor < late:
-            late_more, resume = self._scan(store, out, partition, now_us, floor, late, broken)
+        if floor < late:  # what the jobs due now left of the tick, and at least a quarter
+            budget_bytes = max(1, TICK_BYTES // 4, TICK_BYTES - (self.emitted_bytes - emitted))
+            budget_instants = max(1, TICK_INSTANTS // 4, TICK_INSTANTS - (self.examined - examined))
+            late_more, resume = self._scan(store, out, partition, now_us, floor, late, broken,
+                                           budget_bytes, budget_instants)  # fmt: skip
             more |= late_more
             if resume is not None:
                 floors[store] = min(floors[store], resume)
@@ -238,16 +255,19 @@ class SchedulerLogic:
         low: bytes,
         high: bytes,
         broken: set[str] | tuple[()],
+        budget_bytes: int,
+        budget_instants: int,
     ) -> tuple[bool, bytes | None]:
-        """Emit what is due of the jobs whose due keys are in [low, high), within the tick's
-        budgets: (keys were left, the key the next scan must start at; None: past ``high``)."""
+        """Emit what is due of the jobs whose due keys are in [low, high), until they emitted
+        ``budget_bytes`` of runs or computed ``budget_instants``: (keys were left, the key the
+        next scan must start at; None: past ``high``)."""
         due = [k for k, _ in _take(store.range(low, high), self.due_batch)]
         more = len(due) >= self.due_batch
         resume = due[-1] if more else None
         emitted, examined = self.emitted_bytes, self.examined
         for n, due_key in enumerate(due):
-            if self.emitted_bytes - emitted >= TICK_BYTES or (
-                self.examined - examined >= TICK_INSTANTS
+            if self.emitted_bytes - emitted >= budget_bytes or (
+                self.examined - examined >= budget_instants
             ):  # the rest in the next tick
                 # a job handled before it may be due again below it (still catching up)
                 resume = due_key if resume is None else min(due_key, resume)
@@ -283,13 +303,16 @@ class SchedulerLogic:
         plan = self.jobs.plan_of(store, job_key, new)
         result = advance(new, plan, now_us, self.timers, next_instant)
         self.examined += result.examined
-        if result.catch_up is not None:
-            add_catch_up(new, *result.catch_up)
         for emission in result.emissions:
             self.emit(out, partition, plan, emission, now_us)
         for missed in result.missed:
             self.missed(out, partition, plan, missed, now_us)
-        if result.emissions or result.missed or _indexed(state) != _indexed(new):
+        if (
+            result.emissions
+            or result.missed
+            or _indexed(state) != _indexed(new)
+            or state.backfills != new.backfills
+        ):
             self.jobs.save(store, job_key, state, new, due_key)
             return new
         return state

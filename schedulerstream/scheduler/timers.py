@@ -3,11 +3,11 @@
 Misfire rules (DESIGN.md §3): an instant is *late* when it is more than ``grace`` and the job's
 ``jitter`` before now (a run jittered past the grace is not late: it is due then).
 Late instants older than ``catch_up_window`` are always missed; within the window the policy
-decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all: ``advance`` hands
-them to the caller as a span, which emits them as a backfill (at the partition's backfill rate,
-shared between tenants), so a tenant's jobs resumed far behind cannot flood the runs topic and
-the job's on-time runs do not wait for them. Every dropped instant is reported in a ``Missed``
-record, never silently lost.
+decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all: ``advance`` queues
+them as a catch-up cursor among the job's backfills, emitted in order at the partition's backfill
+rate (shared between tenants), so a tenant's jobs resumed far behind cannot flood the runs topic;
+the job's on-time runs do not wait for them, unless it has ``max_runs`` (its late runs count
+first). Every dropped instant is reported in a ``Missed`` record, never silently lost.
 
 Dropped instants are counted exactly by arithmetic when the schedule can (a
 ``CountableSchedule``: an interval, a one-shot, either bounded by start/end). Otherwise they are
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schedulerstream.scheduler.plan import JobPlan
-from schedulerstream.scheduler.state import JobState, PendingRun
+from schedulerstream.scheduler.state import CATCH_UP_REQUEST, BackfillCursor, JobState, PendingRun
 from schedulerstream.timing import CountableSchedule, Schedule
 
 NextAfter = Callable[[Schedule, int], int | None]
@@ -39,6 +39,7 @@ class TimerSettings:
     count_cap: int
     burst_lead_us: int = 0
     sparse_interval_us: int = 60_000_000
+    inline_catch_up: bool = False  # catch_up's late runs at once, as before session 37
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,6 @@ class Advance:
     emissions: list[Emission] = field(default_factory=list)
     missed: list[Missed] = field(default_factory=list)
     examined: int = 0
-    catch_up: tuple[int, int] | None = None  # catch_up's late instants: (after, before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +162,20 @@ def advance(
         cursor = max(old.last, window_start - 1)
         first = next_after(schedule, cursor)
 
-    chosen: list[tuple[int, int, str, str]] = []
+    chosen: list[tuple[int, int, str, str]] = []  # on time; the inline late are put before
     if first is not None and first < late_cut:
-        if plan.misfire_policy == "catch_up":  # emitted at the backfill rate, not in one go
-            result.catch_up = (cursor, late_cut)
-            cursor = late_cut - 1
-        else:
+        if plan.misfire_policy != "catch_up":
             cursor = _drop_late(plan, span(next_after, schedule, first, late_cut), first,
                                 now_us, chosen, result)  # fmt: skip
+        elif not timers.inline_catch_up:  # emitted at the backfill rate, not in one go
+            add_catch_up(state, cursor, late_cut)
+            cursor = late_cut - 1
+    if plan.max_runs is not None and state.backfills and state.backfills[0].catch_up:
+        # its late runs count against max_runs first: the on-time ones wait for them
+        _hold(state, plan, cursor, now_us, next_after)
+        return result
 
+    late: list[int] = []  # catch_up's, inline (TimerSettings.inline_catch_up)
     budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
@@ -179,11 +184,16 @@ def advance(
         not_before = instant + plan.jitter_at(instant)
         if not_before > horizon:
             break
-        chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
+        if instant < late_cut:
+            late.append(instant)
+        else:
+            chosen.append((instant, not_before, plan.run_id(instant), "scheduled"))
         cursor = instant
         budget -= 1
     result.examined += timers.count_cap - budget + 1
 
+    if late:
+        chosen[:0] = [(i, now_us, plan.run_id(i), "catch_up") for i in late]
     cap = plan.runs_per_tick(timers.count_cap)
     if len(chosen) > cap:  # large records: the rest from the next tick (instants ascend)
         del chosen[cap:]
@@ -219,6 +229,32 @@ def _drop_late(
     else:
         result.missed.append(Missed(first, late.last, late.count, late.capped, "misfire skip"))
     return late.last
+
+
+HOLD_US = 1_000_000  # a job of max_runs catching up is looked at again this often
+
+
+def _hold(state: JobState, plan: JobPlan, cursor: int, now_us: int, next_after: NextAfter) -> None:
+    """A job with ``max_runs`` and a catch-up pending emits nothing on time until it is done
+    (its instants that become late meanwhile join the catch-up): it is due again in a second."""
+    state.fired_through_us = max(state.fired_through_us, cursor)
+    schedule_next(state, plan, next_after)
+    if state.next_emit_us is not None:
+        state.next_emit_us = max(state.next_emit_us, now_us + HOLD_US)
+
+
+def add_catch_up(state: JobState, after_us: int, before_us: int) -> None:
+    """Queue a catch_up job's late instants in (``after_us``, ``before_us``) after the catch-up
+    cursors it has (they go before its Backfill commands'); one that ends where these start
+    is extended."""
+    n = 0
+    while n < len(state.backfills) and state.backfills[n].catch_up:
+        n += 1
+    last = state.backfills[n - 1] if n else None
+    if last is not None and last.end_us > after_us:
+        last.end_us = max(last.end_us, before_us)
+        return
+    state.backfills.insert(n, BackfillCursor(CATCH_UP_REQUEST, after_us, before_us, False))
 
 
 def schedule_next(state: JobState, plan: JobPlan, next_after: NextAfter) -> None:

@@ -53,6 +53,7 @@ class SchedulerTopology(Topology):
             count_cap=settings.max_catch_up_instants,
             burst_lead_us=settings.burst_lead_ms * 1000,
             sparse_interval_us=settings.burst_min_interval_ms * 1000,
+            inline_catch_up=settings.scheduler_inline_catch_up,
         )
         self.logic = SchedulerLogic(
             codec or default_codec(),

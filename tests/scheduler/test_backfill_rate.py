@@ -8,6 +8,7 @@ partitions the healthy tenants' runs share.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from schedulerstream.scheduler.backfills import BackfillBudget
 from tests.scheduler.harness import Harness, command, definition, us
@@ -97,7 +98,9 @@ def test_the_budget_refills_at_its_rate_up_to_one_seconds_worth() -> None:
     budget.forget(3)
     assert budget.available(3, 60_000_000) == 50  # a new owner starts full
     assert budget.turns(3, ["b", "a", "c"]) == ["a", "b", "c"]
-    budget.served(3, "b")
+    budget.served(3, "b", "b/j2")
+    assert budget.job_turns(3, "b", ["b/j1", "b/j2", "b/j3"]) == ["b/j3", "b/j1", "b/j2"]
+    assert budget.job_turns(3, "a", ["a/j1", "a/j2"]) == ["a/j1", "a/j2"]
     assert budget.turns(3, ["b", "a", "c"]) == ["c", "a", "b"]
     assert budget.turns(3, ["a", "d"]) == ["d", "a"]  # "b" is gone: the next after it
     assert budget.turns(4, ["b", "a"]) == ["a", "b"]
@@ -157,12 +160,12 @@ def test_a_job_paused_while_catching_up_reports_the_late_instants_it_did_not_emi
     h.tick_until(T0 + 1_000_000)
     emitted = sum(1 for r in h.out.runs() if r["trigger"] == "catch_up")
     assert 20 <= emitted <= 41  # a second's burst, then 20 a second
+    h.out.clear()
     h.put(
         definition(2, job_id="a", schedule={"every": 1}, misfire_policy="catch_up",
                    catch_up_window=7200, paused=True),
         key=b"acme/a",
     )  # fmt: skip
-    h.out.clear()
     h.tick_until(T0 + 3_000_000)
     assert [r for r in h.out.runs() if r["trigger"] == "catch_up"] == []
     [missed] = h.out.attempts("missed")
@@ -172,17 +175,70 @@ def test_a_job_paused_while_catching_up_reports_the_late_instants_it_did_not_emi
     assert missed["reason"].endswith("not run: job paused while catching up")
 
 
-def test_max_runs_counts_catch_up_runs_as_they_are_emitted() -> None:
+def test_max_runs_counts_a_catch_ups_late_runs_first() -> None:
+    """A job of max_runs catching up emits nothing on time until its late runs are done, so
+    its runs are its earliest instants, as when catch_up emitted them all at once."""
     h = _harness(rate=1000)
     _catch_up_job(h, "acme", "a", behind_s=200, max_runs=80)
-    h.tick_until(T0 + 2_000_000)
+    h.tick_until(T0 + 5_000_000)
     runs = h.out.runs()
-    assert len(runs) == 80
-    # within the grace (T0 - 59 s .. T0) and ahead (T0 + 1 s): on time, and first
-    assert sum(1 for r in runs if r["trigger"] == "scheduled") == 61
-    late = sorted(r["scheduled_at_us"] for r in runs if r["trigger"] == "catch_up")
-    assert late == list(range(T0 - 199_000_000, T0 - 180_000_000, 1_000_000))
-    # the late instants it had no runs left for, in one event; then T0 + 2 s
-    missed = h.out.attempts("missed")
-    assert [m["count"] for m in missed] == [121, 1]
-    assert all(m["reason"].endswith("not run: max_runs reached") for m in missed)
+    assert [r["trigger"] for r in runs] == ["catch_up"] * 80
+    # late when first ticked, 50 ms after T0: T0 - 199 s .. T0 - 60 s; the first 80 of them
+    late = [r["scheduled_at_us"] for r in runs]
+    assert late == list(range(T0 - 199_000_000, T0 - 119_000_000, 1_000_000))
+    [missed] = h.out.attempts("missed")  # the late instants it had no runs left for
+    assert missed["count"] == 60 and missed["reason"].endswith("not run: max_runs reached")
+    state = h.logic.jobs.load(h.store, "acme/a")
+    assert state is not None and state.next_fire_us is None and not state.backfills  # done
+
+
+def test_an_update_or_delete_while_catching_up_reports_the_rest_as_the_old_versions() -> None:
+    """The late instants belong to the version they were late in: a new version (another
+    schedule, another policy) does not emit them, nor are they lost without a word."""
+    h = _harness(rate=5)
+    _catch_up_job(h, "acme", "a", behind_s=600)
+    _catch_up_job(h, "acme", "b", behind_s=600)
+    h.tick_until(T0 + 1_000_000)
+    emitted = {job: sum(1 for r in h.out.runs() if r["job_id"] == job and
+                        r["trigger"] == "catch_up") for job in "ab"}  # fmt: skip
+    assert 0 < emitted["a"] + emitted["b"] <= 10
+    h.out.clear()
+    h.put(definition(2, job_id="a", schedule={"every": 3600}, misfire_policy="skip"),
+          key=b"acme/a")  # fmt: skip
+    h.put(None, key=b"acme/b")
+    h.tick_until(T0 + 3_000_000)
+    assert [r for r in h.out.runs() if r["trigger"] == "catch_up"] == []
+    missed = {m["job_id"]: m for m in h.out.attempts("missed")}
+    # T0 - 599 s .. T0 - 60 s were late: 540 instants, less those emitted
+    assert missed["a"]["count"] == 540 - emitted["a"]
+    assert missed["a"]["reason"].endswith("not run: job updated while catching up")
+    assert missed["b"]["count"] == 540 - emitted["b"]
+    assert missed["b"]["reason"].endswith("not run: job deleted while catching up")
+
+
+def test_within_a_tenant_the_jobs_backfilling_take_turns() -> None:
+    """A tenant's share went to its jobs in key order: a day-long backfill of its first job
+    held a second job's catch-up until the backfill was done."""
+    h = _harness(rate=20)
+    _job(h, "acme", "a-report")
+    _backfill(h, "acme", "a-report")
+    _catch_up_job(h, "acme", "b-heartbeat", behind_s=300)
+    h.out.clear()
+    h.tick_until(T0 + 10_000_000)
+    counts = Counter(r["job_id"] for r in h.out.runs() if r["trigger"] != "scheduled")
+    assert counts["b-heartbeat"] >= 90 and counts["a-report"] >= 90, counts
+
+
+def test_inline_catch_up_emits_the_late_runs_at_once_as_before_the_cursor() -> None:
+    """SCHEDULERSTREAM_SCHEDULER_INLINE_CATCH_UP, for the first step of a rolling upgrade from
+    schedulers that read a queued catch-up as a Backfill command: no cursor is queued."""
+    h = Harness(backfill_rate=1)
+    h.logic.timers = replace(h.logic.timers, inline_catch_up=True)
+    h.now = T0
+    _catch_up_job(h, "acme", "a", behind_s=300)
+    h.logic.on_tick(h.store, h.out, 0, h.now)
+    triggers = [r["trigger"] for r in h.out.runs()]
+    # late: T0 - 299 s .. T0 - 61 s (239), then the last minute and the lookahead on time
+    assert triggers[:239] == ["catch_up"] * 239 and set(triggers[239:]) == {"scheduled"}
+    state = h.logic.jobs.load(h.store, "acme/a")
+    assert state is not None and state.backfills == []
