@@ -53,6 +53,16 @@ class TopologyError(SchedulerStreamError):
     """Topics on the cluster disagree with the declared topology."""
 
 
+class TooManyWorkPools(SchedulerStreamError):
+    """A new worker pool's topic is not made: the cluster holds SCHEDULERSTREAM_MAX_WORK_POOLS
+    work topics already. ``pools``: the pools whose topics it held; ``cap``: the setting."""
+
+    def __init__(self, message: str, pools: frozenset[str] = frozenset(), cap: int = 0) -> None:
+        super().__init__(message)
+        self.pools = pools
+        self.cap = cap
+
+
 class StateError(SchedulerStreamError):
     """A local state store is missing, corrupt, or out of step with its changelog."""
 

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     # sharing its GIL) or "process" (a child process of the dispatcher: a core of its own)
     dispatch_delivery: str = "process"
     worker_lease_ms: int = Field(default=30_000, ge=100, le=3_600_000)  # worker-pool lease
+    # worker pools whose work topic (P partitions each, never deleted) a dispatcher makes: a
+    # job naming a new pool past it fails, refused (contracts/work_pools.py)
+    max_work_pools: int = Field(default=100, ge=1, le=100_000)
     database_url: str = ""
     # the scheduler's, dispatcher's and projector's /metrics endpoint (0: none)
     metrics_port: int = Field(default=0, ge=0, le=65535)

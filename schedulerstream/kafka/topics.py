@@ -9,6 +9,7 @@ anything when co-partitioning or compaction would be broken.
 from __future__ import annotations
 
 import re
+import threading
 import time
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -31,7 +32,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from schedulerstream.contracts.topic_names import DECLARED, WORK_TEMPLATE
-from schedulerstream.errors import BrokerError, TopologyError, ValidationError
+from schedulerstream.contracts.work_pools import cap_refusal, work_pools
+from schedulerstream.errors import BrokerError, TooManyWorkPools, TopologyError, ValidationError
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.resources import topologies_dir
 from schedulerstream.settings import Settings
@@ -41,6 +43,7 @@ POOL_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 P = "P"
 COMPACT = "compact"
 DELETE = "delete"
+_MAKING_WORK_TOPICS = threading.Lock()  # a capped ensure_work_topic's count and create
 
 
 @dataclass(frozen=True)
@@ -537,9 +540,19 @@ def apply(settings: Settings, timeout: float = 30.0, path: Path = TOPOLOGY_PATH)
 
 
 def ensure_work_topic(
-    settings: Settings, pool: str, timeout: float = 30.0, path: Path = TOPOLOGY_PATH
+    settings: Settings,
+    pool: str,
+    timeout: float = 30.0,
+    path: Path = TOPOLOGY_PATH,
+    *,
+    cap: int | None = None,
 ) -> TopicSpec:
-    """Create the ``work.<pool>`` topic if missing (any partition count is accepted)."""
+    """Create the ``work.<pool>`` topic if missing (any partition count is accepted).
+
+    With ``cap`` (the dispatcher's ``max_work_pools``) a missing topic is made only while the
+    cluster holds fewer work topics; past it, TooManyWorkPools. This process makes one at a
+    time, so its threads do not pass the cap together (dispatcher processes making new pools
+    at the same moment may, by one each)."""
     topic = work_topic_spec(settings, pool, path)
     admin = _admin(settings)
     try:
@@ -554,8 +567,18 @@ def ensure_work_topic(
                 f"{topic.name} is compacted; work topics must be cleanup.policy=delete"
             )
         return topic
-    _create(admin, settings, [topic], timeout)
-    wait_for_topics(settings, [topic.name], timeout)
+    if cap is None:
+        _create(admin, settings, [topic], timeout)
+        wait_for_topics(settings, [topic.name], timeout)
+        return topic
+    with _MAKING_WORK_TOPICS:  # counted and made (and visible) before another is counted
+        cluster = _partition_counts(admin, settings, timeout)
+        pools = work_pools(cluster, settings.topics.work_prefix)
+        refused = cap_refusal(pool, pools, cap)
+        if refused is not None:
+            raise TooManyWorkPools(refused, pools, cap)
+        _create(admin, settings, [topic], timeout)
+        wait_for_topics(settings, [topic.name], timeout)
     return topic
 
 
