@@ -21,7 +21,12 @@ from schedulerstream.dispatcher.leases import Lease, WorkerLeases
 from schedulerstream.dispatcher.limits import Limits
 from schedulerstream.dispatcher.logic import DispatchLogic
 from schedulerstream.dispatcher.work_topics import WorkTopics
-from schedulerstream.errors import DependencyDown, SchedulerStreamError, StateError
+from schedulerstream.errors import (
+    DependencyDown,
+    SchedulerStreamError,
+    StateError,
+    TooManyWorkPools,
+)
 from schedulerstream.histogram import Histogram
 from schedulerstream.model import HttpTarget as HttpConfig
 from schedulerstream.model import KafkaTarget as KafkaConfig
@@ -156,6 +161,9 @@ class ActionApplier:
             return
         try:
             topic = self.work_topics.topic(config.pool)  # made sure of off the loop (ready)
+        except TooManyWorkPools as exc:  # a new pool past the cap: not retried, as a grant
+            self._settle(ctx, start, Outcome("refused", str(exc), False, 0))
+            return
         except SchedulerStreamError as exc:
             reason = f"worker pool {config.pool!r}: no work topic ({exc})"
             self._settle(ctx, start, Outcome("failed", reason, True, 0))

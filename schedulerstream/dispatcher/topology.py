@@ -26,7 +26,9 @@ without reaching them; until cron.tenants is read, their starts wait.
 Worker pools: an attempt is offered on ``work.<pool>`` inside the transaction that records it
 in flight, under a lease (``leases``); cron.worker-events (claimed, heartbeats, outcomes)
 extend or end the lease, ``punctuate`` expires the leases whose time passed, and a cancelled,
-replaced or expired attempt gets a cancel record on the same work topic.
+replaced or expired attempt gets a cancel record on the same work topic. A pool's topic is
+made on its first run (``work_topics``), while the cluster holds fewer than
+``max_work_pools``; a run to a new pool past it fails, refused, naming the cap.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ class DispatcherTopology(Topology):
         self._held_since: dict[tuple[str, int, int], int] = {}  # delay-topic record: first seen
         self.worker_events_topic = settings.topics.worker_events
         self.leases = WorkerLeases(self.logic, self.limits, settings.worker_lease_ms)
-        self.work_topics = WorkTopics(lambda pool: ensure_work_topic(settings, pool).name)
+        self.work_topics = WorkTopics(
+            lambda pool: ensure_work_topic(settings, pool, cap=settings.max_work_pools).name
+        )
         self._rebuilding: set[int] = set()  # partitions rebuilt in place, not yet running
         self._stale: set[int] = set()  # partitions whose in-memory queues a failed tick left
         self._revoking: set[int] = set()  # partitions being revoked: nothing more is sent

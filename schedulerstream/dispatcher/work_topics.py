@@ -7,6 +7,13 @@ loop only asks (``ready``) and reads the answer (``topic``); a start to a pool w
 queue until the answer is in, as a Kafka record waits for its topic's metadata. Up to
 ``THREADS`` pools are asked about at once, so a pool whose answer is slow does not hold up
 the first use of another.
+
+A new pool past ``SCHEDULERSTREAM_MAX_WORK_POOLS`` gets no topic (``TooManyWorkPools``, which
+``topic`` raises again: its runs are refused). That answer names the pools the cluster held:
+until it is asked again, another pool not among them is answered the same at once, without
+a round trip, so one tenant naming thousands of new pools keeps no thread from the pools
+that exist. Every failure is asked again after ``RETRY_AFTER_S`` (a raised cap, a pool's
+topic an operator deleted).
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.contracts.work_pools import cap_refusal
+from schedulerstream.errors import SchedulerStreamError, TooManyWorkPools
 
 THREADS = 4
 RETRY_AFTER_S = 5.0  # a pool whose topic could not be made is tried again after this
@@ -30,7 +38,8 @@ class WorkTopics:
         self._ensure = ensure
         self._clock = clock
         self._known: dict[str, str] = {}
-        self._failed: dict[str, tuple[float, str]] = {}  # pool → (retry after, why)
+        self._failed: dict[str, tuple[float, str, bool]] = {}  # pool → (retry after, why, capped)
+        self._capped: tuple[float, TooManyWorkPools] | None = None  # the last, until
         self._asked: list[str] = []  # in the order asked; those in ``_busy`` are being made
         self._busy: set[str] = set()
         self._wake = threading.Condition()
@@ -44,6 +53,8 @@ class WorkTopics:
                 return True
             failed = self._failed.get(pool)
             if failed is not None and failed[0] > self._clock():
+                return True
+            if self._past_cap(pool):
                 return True
             if len(self._failed) > MAX_FAILED:  # bounded: the expired go
                 now = self._clock()
@@ -62,6 +73,8 @@ class WorkTopics:
             if name is not None:
                 return name
             failed = self._failed.get(pool)
+        if failed is not None and failed[2]:
+            raise TooManyWorkPools(failed[1])
         raise SchedulerStreamError(failed[1] if failed else "its work topic is not known yet")
 
     def forget(self, pool: str) -> None:
@@ -83,6 +96,18 @@ class WorkTopics:
             self._threads.append(thread)
             thread.start()
 
+    def _past_cap(self, pool: str) -> bool:
+        """(holding ``_wake``) Is ``pool`` answered by the cap's last refusal (a pool the
+        cluster did not hold then)? It is recorded as failed with it."""
+        if self._capped is None or self._capped[0] <= self._clock():
+            return False
+        until, refusal = self._capped
+        why = cap_refusal(pool, refusal.pools, refusal.cap)
+        if why is None:
+            return False
+        self._failed[pool] = (until, why, True)
+        return True
+
     def _next(self) -> str | None:
         """(holding ``_wake``) The first pool asked that no thread is on yet."""
         return next((pool for pool in self._asked if pool not in self._busy), None)
@@ -95,15 +120,25 @@ class WorkTopics:
                 if self._closed or pool is None:
                     return
                 self._busy.add(pool)
+            name: str | None = None
+            capped: TooManyWorkPools | None = None
             try:
-                name, why = self._ensure(pool), None
+                name = self._ensure(pool)
+            except TooManyWorkPools as exc:  # the deployment's cap: its runs are refused
+                why, capped = str(exc), exc
             except Exception as exc:  # the cluster's answer, kept for the runs to report
-                name, why = None, f"{type(exc).__name__}: {exc}"
+                why = f"{type(exc).__name__}: {exc}"
             with self._wake:
                 self._asked.remove(pool)
                 self._busy.discard(pool)
                 if name is not None:
                     self._known[pool] = name
                     self._failed.pop(pool, None)
-                else:
-                    self._failed[pool] = (self._clock() + RETRY_AFTER_S, str(why))
+                    continue
+                until = self._clock() + RETRY_AFTER_S
+                self._failed[pool] = (until, why, capped is not None)
+                if capped is not None and capped.cap > 0:
+                    self._capped = (until, capped)
+                    for waiting in [p for p in self._asked if p not in self._busy]:
+                        if self._past_cap(waiting):  # answered the same, not asked
+                            self._asked.remove(waiting)

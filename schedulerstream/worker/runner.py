@@ -85,6 +85,8 @@ class WorkerRunner:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Create the work topic if needed, the producer and both consumers."""
+        # past SCHEDULERSTREAM_MAX_WORK_POOLS too: the cap keeps tenants' job definitions from
+        # making pools; starting a pool's worker is an operator's deliberate act
         ensure_work_topic(self.settings, self.pool)
         self._producer = Producer(producer_config(self.settings))
         self._consumer = Consumer(consumer_config(self.settings, self.group_id))

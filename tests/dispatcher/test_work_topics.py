@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from schedulerstream.clock import ManualClock
+from schedulerstream.contracts.work_pools import CAP_VARIABLE, cap_refusal
 from schedulerstream.dispatcher.context import ContextOutput
 from schedulerstream.dispatcher.topology import DispatcherTopology
 from schedulerstream.dispatcher.work_topics import RETRY_AFTER_S, THREADS, WorkTopics
-from schedulerstream.errors import SchedulerStreamError
+from schedulerstream.errors import SchedulerStreamError, TooManyWorkPools
 from schedulerstream.runtime.context import TaskContext
 from schedulerstream.runtime.store import RocksStore
 from schedulerstream.settings import Settings
 from schedulerstream.tenants.policy import TenantPolicy
 from tests.support.waits import wait_until
 
-from .harness import T0, run_id, run_triggered
+from .harness import CODEC, T0, run_id, run_triggered
 from .test_tick_failure import Injected
 
 
@@ -119,3 +123,107 @@ def test_at_most_threads_pools_are_asked_about_at_once_and_every_one_is_answered
         ]
     finally:
         topics.close()
+
+
+def capped(pools: set[str], cap: int, asked: list[str] | None = None) -> Callable[[str], str]:
+    """An ensure as a capped ``ensure_work_topic`` answers, on a cluster holding ``pools``."""
+
+    def ensure(pool: str) -> str:
+        if asked is not None:
+            asked.append(pool)
+        why = cap_refusal(pool, pools, cap)
+        if why is not None:
+            raise TooManyWorkPools(why, frozenset(pools), cap)
+        pools.add(pool)
+        return f"work.{pool}"
+
+    return ensure
+
+
+def test_a_new_pool_past_the_cap_is_refused_naming_it_and_asked_again_later() -> None:
+    now = [100.0]
+    asked: list[str] = []
+    topics = WorkTopics(capped({"old"}, 2, asked), clock=lambda: now[0])
+    try:
+        assert not topics.ready("first")
+        wait_until(lambda: topics.ready("first"), 10, "the first new pool's topic")
+        assert topics.topic("first") == "work.first"  # below the cap: made
+        assert not topics.ready("second")
+        wait_until(lambda: topics.ready("second"), 10, "the refusal")
+        with pytest.raises(TooManyWorkPools, match=f"'second'.*{CAP_VARIABLE}=2"):
+            topics.topic("second")
+        # the refusal answers another new pool at once, asking the cluster nothing
+        assert topics.ready("third") and asked == ["first", "second"]
+        with pytest.raises(TooManyWorkPools, match="worker pool 'third' has no work topic"):
+            topics.topic("third")
+        assert not topics.ready("old")  # a pool the cluster holds is asked about as ever
+        wait_until(lambda: topics.ready("old"), 10, "the existing pool's topic")
+        assert topics.topic("old") == "work.old"
+        now[0] += RETRY_AFTER_S + 1  # for a while, then asked again
+        assert not topics.ready("third")
+        wait_until(lambda: topics.ready("third"), 10, "the third pool's second answer")
+        assert asked.count("third") == 1
+    finally:
+        topics.close()
+
+
+def test_pools_waiting_for_a_thread_are_answered_by_the_caps_refusal() -> None:
+    release = threading.Event()
+    asked: list[str] = []
+    refuse = capped({"a", "b"}, 2)
+
+    def ensure(pool: str) -> str:
+        asked.append(pool)
+        release.wait(30)
+        return refuse(pool)
+
+    topics = WorkTopics(ensure)
+    pools = [f"new{n}" for n in range(THREADS + 20)]
+    try:
+        assert not any(topics.ready(pool) for pool in pools)
+        wait_until(lambda: len(asked) == THREADS, 10, "every thread at work")
+        release.set()
+        wait_until(lambda: all(topics.ready(pool) for pool in pools), 10, "every answer")
+        assert len(asked) == THREADS  # the rest never reached the cluster
+        for pool in pools:
+            with pytest.raises(TooManyWorkPools, match=f"'{pool}'"):
+                topics.topic(pool)
+    finally:
+        topics.close()
+
+
+def test_a_run_to_a_new_pool_past_the_cap_fails_refused_and_other_pools_go_on(
+    tmp_path: Path,
+) -> None:
+    topology = DispatcherTopology(Settings(data_dir=tmp_path), executor=Injected(),
+                                  tenants=TenantPolicy())  # fmt: skip
+    work_topics = WorkTopics(capped({"shared"}, 1))
+    topology.work_topics = topology.applier.work_topics = work_topics
+    store = RocksStore.open(tmp_path / "store")
+    ctx = TaskContext(0, store, ManualClock(T0), None, "test")
+    try:
+        now = T0 + 1_000
+        out = ContextOutput(ctx)
+        for tenant, pool in (("greedy", "mine"), ("healthy", "shared")):
+            run = run_triggered(tenant=tenant, target={"type": "worker", "pool": pool})
+            topology.logic.on_run(store, out, 0, run, now)
+        topology.punctuate(ctx, now)
+        wait_until(lambda: work_topics.ready("mine") and work_topics.ready("shared"), 10,
+                   "both pools' answers")  # fmt: skip
+        topology.punctuate(ctx, now + 1_000)
+        refused = topology.logic.load(store, run_id(tenant="greedy"))
+        assert refused is not None and refused.status.value == "done"
+        assert refused.outcome is not None and refused.outcome.value == "failed"
+        assert refused.last_error is not None
+        assert refused.last_error.startswith("worker pool 'mine' has no work topic")
+        assert f"{CAP_VARIABLE}=1" in refused.last_error
+        events = [CODEC.decode(o.value)[1] for o in ctx.outputs
+                  if o.topic == topology.settings.topics.attempts and o.value]  # fmt: skip
+        greedy = [e["kind"] for e in events if e["tenant"] == "greedy"]
+        assert greedy[-1] == "failed" and "retry_scheduled" not in greedy  # not retried
+        healthy = topology.logic.load(store, run_id(tenant="healthy"))
+        assert healthy is not None and healthy.status.value == "in_flight"
+        assert [o.topic for o in ctx.outputs if o.topic.startswith("work.")] == ["work.shared"]
+    finally:
+        topology.close()
+        store.close()
