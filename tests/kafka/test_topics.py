@@ -17,7 +17,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from schedulerstream.cli.topics_cmd import topics as topics_group
-from schedulerstream.errors import TopologyError, ValidationError
+from schedulerstream.contracts.work_pools import cap_refusal
+from schedulerstream.errors import TooManyWorkPools, TopologyError, ValidationError
 from schedulerstream.kafka import topics
 from schedulerstream.kafka.clients import base_config
 from schedulerstream.settings import Settings, get_settings
@@ -201,6 +202,39 @@ def test_work_topics_on_demand(kafka_settings: Settings) -> None:
     assert rows["work.gpu"].status == "present"
     with pytest.raises(ValidationError):
         topics.ensure_work_topic(kafka_settings, "Bad Pool")
+
+
+@pytest.mark.kafka
+def test_a_capped_ensure_makes_no_work_topic_past_the_cap(kafka_settings: Settings) -> None:
+    answers: dict[str, str | TooManyWorkPools] = {}
+
+    def ensure(pool: str) -> None:  # as the dispatcher's threads ask, all at once
+        try:
+            answers[pool] = topics.ensure_work_topic(kafka_settings, pool, cap=2).name
+        except TooManyWorkPools as exc:
+            answers[pool] = exc
+
+    threads = [threading.Thread(target=ensure, args=(f"p{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    made = sorted(p for p, a in answers.items() if isinstance(a, str))
+    assert len(made) == 2 and len(answers) == 6, answers
+    work = kafka_settings.topics.work_prefix
+    assert sorted(n for n in _cluster(kafka_settings) if n.startswith(work)) == [
+        kafka_settings.topics.work(p) for p in made
+    ]
+    for pool, refused in answers.items():
+        if isinstance(refused, TooManyWorkPools):
+            assert str(refused) == cap_refusal(pool, set(made), 2)
+            assert refused.pools == set(made) and refused.cap == 2
+    # a pool that has its topic keeps working; a worker (uncapped) may make one past the cap
+    assert topics.ensure_work_topic(kafka_settings, made[0], cap=2).name.endswith(made[0])
+    assert topics.ensure_work_topic(kafka_settings, "by-a-worker").name.endswith("by-a-worker")
+    assert topics.ensure_work_topic(kafka_settings, "by-a-worker", cap=2)
+    with pytest.raises(TooManyWorkPools, match="holds 3 work topics"):
+        topics.ensure_work_topic(kafka_settings, "another", cap=2)
 
 
 @pytest.mark.kafka
