@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from schedulerstream.contracts.work_pools import CAP_VARIABLE
 from schedulerstream.errors import SchedulerStreamError
 from schedulerstream.kafka import topics as topology
 from schedulerstream.settings import get_settings
@@ -56,10 +57,12 @@ def apply(timeout: float) -> None:
 def describe(timeout: float, check: bool) -> None:
     """Print the declared layout next to the cluster's.
 
-    A value that differs on the cluster is shown as "declared (is actual)".
+    A value that differs on the cluster is shown as "declared (is actual)". A note says when
+    the worker pools' topics reached SCHEDULERSTREAM_MAX_WORK_POOLS.
     """
+    settings = get_settings()
     try:
-        rows = topology.describe(get_settings(), timeout=timeout)
+        rows = topology.describe(settings, timeout=timeout)
     except SchedulerStreamError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
@@ -85,5 +88,11 @@ def describe(timeout: float, check: bool) -> None:
     problems = [p for row in rows for p in row.problems]
     for problem in problems:
         click.echo(f"problem: {problem}", err=True)
+    work = settings.topics.work_prefix
+    pools = sum(1 for row in rows if row.name.startswith(work) and row.status != "missing")
+    if pools >= settings.max_work_pools:  # not a problem: existing pools work, new ones wait
+        click.echo(f"note: {pools} worker pools' topics, {CAP_VARIABLE}="
+                   f"{settings.max_work_pools}: dispatchers make none for a new pool",
+                   err=True)  # fmt: skip
     if check and (problems or any(row.status == "missing" for row in rows)):
         sys.exit(1)

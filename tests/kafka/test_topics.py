@@ -419,3 +419,17 @@ def test_cli_apply_refusal_exits_1(kafka_settings: Settings, cli_env: dict[str, 
     code, out, err = _invoke(cli_env, "describe", "--check")
     assert code == 1
     assert "mismatch" in out and "problem:" in err
+
+
+@pytest.mark.kafka
+def test_cli_describe_notes_a_cap_reached(
+    kafka_settings: Settings, cli_env: dict[str, str]
+) -> None:
+    topics.apply(kafka_settings)
+    topics.ensure_work_topic(kafka_settings, "etl")
+    code, out, err = _invoke({**cli_env, "SCHEDULERSTREAM_MAX_WORK_POOLS": "2"}, "describe")
+    assert code == 0 and kafka_settings.topics.work("etl") in out and "note:" not in err
+    env = {**cli_env, "SCHEDULERSTREAM_MAX_WORK_POOLS": "1"}
+    code, out, err = _invoke(env, "describe", "--check")
+    assert code == 0  # a cap reached is no problem of the layout
+    assert "note: 1 worker pools' topics, SCHEDULERSTREAM_MAX_WORK_POOLS=1" in err
