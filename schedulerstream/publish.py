@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from schedulerstream.avro_writer import compile_writer
 from schedulerstream.codec import MARKER, Codec, default_codec
@@ -95,6 +95,13 @@ class Publisher:
             )
         if errors:
             raise PublishError(f"writes to {topic} failed: {'; '.join(errors[:3])}")
+
+    def topic_names(self, timeout: float = 5.0) -> list[str]:
+        """The cluster's topics this client may describe (one metadata request)."""
+        try:
+            return list(self._producer.list_topics(timeout=timeout).topics)
+        except KafkaException as exc:
+            raise PublishError(f"the cluster's topics could not be listed: {exc}") from exc
 
     def put_jobs(
         self,

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 
 from schedulerstream.api import content, errors, jobs, runs, system, ui
+from schedulerstream.api.pools import ClusterPools
 from schedulerstream.api.recent import RecentWrites
 from schedulerstream.api.state import ApiState, LockedReadModel, Metrics
 from schedulerstream.publish import Publisher
@@ -31,9 +32,9 @@ def create_app(
     view = tenants or TenantView(settings)
     model = LockedReadModel(read_model or open_read_model(settings))
     metrics = Metrics(view)
-    state = ApiState(
-        settings, model, publisher or Publisher(settings), view, RecentWrites(), metrics
-    )
+    publisher = publisher or Publisher(settings)
+    pools = ClusterPools(settings, publisher.topic_names)
+    state = ApiState(settings, model, publisher, view, RecentWrites(), metrics, pools)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

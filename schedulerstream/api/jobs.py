@@ -30,7 +30,7 @@ from schedulerstream.api.state import ApiState
 from schedulerstream.api.views import REDACTED, JobView, job_out_of_row, lookup
 from schedulerstream.errors import ValidationError
 from schedulerstream.ids import ID_PATTERN, job_key, manual_run_id
-from schedulerstream.model import JobDefinition, instant_us, topic_refusals
+from schedulerstream.model import JobDefinition, WorkerTarget, instant_us, topic_refusals
 from schedulerstream.sqs_regions import region_refusals
 from schedulerstream.timing.spec import schedule_of
 
@@ -70,19 +70,21 @@ def _publish(state: ApiState, job: JobDefinition, current: JobView | None) -> Jo
 
 def _check_targets(state: ApiState, job: JobDefinition) -> None:
     """422 for an SQS region no client may be made for, a topic reserved for the deployment
-    or Kafka, or a pool or topic the tenant's grants leave out (the dispatcher refuses such
-    runs too: this says so at once). Only where a definition is given: a pause or resume of
-    a job whose grants narrowed since still goes through."""
+    or Kafka, a pool or topic the tenant's grants leave out, or a new worker pool when the
+    cluster holds SCHEDULERSTREAM_MAX_WORK_POOLS (the dispatcher refuses such runs too: this
+    says so at once). Only where a definition is given: a pause or resume of a job whose
+    grants narrowed since still goes through."""
     refusals = region_refusals(job) + topic_refusals(job, state.settings.topic_prefix)
     if refusals:
         raise ValidationError(*refusals[0])
     grants = state.tenants.grants(job.tenant)
-    if grants is None:
-        return
     for field, target in job.targets():
-        refused = grants.refusal(job.tenant, target)
+        refused = None if grants is None else grants.refusal(job.tenant, target)
         if refused is not None:
             raise ValidationError(field, refused)
+    for field, target in job.targets():
+        if isinstance(target, WorkerTarget) and (why := state.pools.refusal(target.pool)):
+            raise ValidationError(f"{field}.pool", why)
 
 
 def live_job(state: ApiState, tenant: str, job_id: str) -> JobView:

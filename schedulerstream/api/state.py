@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from schedulerstream.api.pools import ClusterPools
 from schedulerstream.api.recent import RecentWrites
 from schedulerstream.publish import Publisher
 from schedulerstream.readmodel import JobRow, Page, ReadModel, RunDetail, RunRow
@@ -98,3 +99,4 @@ class ApiState:
     tenants: TenantView
     recent: RecentWrites
     metrics: Metrics
+    pools: ClusterPools

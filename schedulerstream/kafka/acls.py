@@ -110,6 +110,9 @@ def needs(
         found = [
             *_topics([t.schedules, t.commands], "Write"),
             *_tenants_reader(settings),
+            # the worker pools' topics in metadata: a job naming a new pool past the cap is
+            # refused at once (api/pools.py)
+            *_topics([work], "Describe", pattern=PREFIXED),
         ]
     elif component == "worker":
         found = _topics([t.worker_events], "Write")

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from schedulerstream.api import create_app
 from schedulerstream.codec import default_codec
 from schedulerstream.kafka.reader import read_topic
+from schedulerstream.kafka.topics import ensure_work_topic
 from schedulerstream.model import JobDefinition
 from schedulerstream.settings import Settings
 from schedulerstream.tenants import TenantAdmin
@@ -268,6 +270,25 @@ def test_a_pool_or_topic_not_granted_to_the_tenant_is_refused_at_once(
     other = client.put("/v1/jobs/j1", json=job_body(target={"type": "worker", "pool": "billing"}),
                        headers=auth(keys["globex"]))  # fmt: skip
     assert other.status_code in (200, 201), other.text  # globex has no grants: any pool
+
+
+def test_a_new_worker_pool_past_the_cap_is_refused_at_once_naming_the_field(
+    keys: dict[str, str], topo: Settings
+) -> None:
+    settings = topo.model_copy(update={"max_work_pools": 1})
+    ensure_work_topic(settings, "etl")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        wait_until(lambda: client.get("/readyz").status_code == 200, 30, "the API")
+        h = auth(keys["acme"])
+        put = lambda body: client.put("/v1/jobs/j1", json=body, headers=h)  # noqa: E731
+        ok = put(job_body(target={"type": "worker", "pool": "etl"}))
+        assert ok.status_code in (200, 201), ok.text
+        refused = _fields(put(job_body(target={"type": "worker", "pool": "new"})))
+        assert refused["target.pool"] == (
+            "worker pool 'new' has no work topic and none is made: the cluster holds 1 work "
+            "topics and SCHEDULERSTREAM_MAX_WORK_POOLS=1 (an operator may raise the cap, or "
+            "delete the topic of a pool no job uses)"
+        )
 
 
 def test_a_target_on_a_reserved_topic_is_refused_at_once_naming_the_field(
