@@ -18,6 +18,7 @@ topic an operator deleted).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +55,7 @@ class WorkTopics:
             failed = self._failed.get(pool)
             if failed is not None and failed[0] > self._clock():
                 return True
-            if self._past_cap(pool):
+            if self._past_cap(pool, self._clock()) is not None:
                 return True
             if len(self._failed) > MAX_FAILED:  # bounded: the expired go
                 now = self._clock()
@@ -67,15 +68,18 @@ class WorkTopics:
 
     def topic(self, pool: str) -> str:
         """The pool's topic; SchedulerStreamError naming why when it could not be made (or
-        when no answer is in yet)."""
+        when no answer is in yet), TooManyWorkPools for a new pool past the cap."""
         with self._wake:
             name = self._known.get(pool)
             if name is not None:
                 return name
             failed = self._failed.get(pool)
-        if failed is not None and failed[2]:
-            raise TooManyWorkPools(failed[1])
-        raise SchedulerStreamError(failed[1] if failed else "its work topic is not known yet")
+            if failed is None or failed[0] <= self._clock():  # the cap's answer, if it gave one
+                capped = self._past_cap(pool, -math.inf)
+                failed = failed if capped is None else (0.0, capped, True)
+        if failed is None:
+            raise SchedulerStreamError("its work topic is not known yet")
+        raise (TooManyWorkPools if failed[2] else SchedulerStreamError)(failed[1])
 
     def forget(self, pool: str) -> None:
         """The pool's topic refused a record (deleted, say): make sure of it again."""
@@ -96,17 +100,13 @@ class WorkTopics:
             self._threads.append(thread)
             thread.start()
 
-    def _past_cap(self, pool: str) -> bool:
-        """(holding ``_wake``) Is ``pool`` answered by the cap's last refusal (a pool the
-        cluster did not hold then)? It is recorded as failed with it."""
-        if self._capped is None or self._capped[0] <= self._clock():
-            return False
-        until, refusal = self._capped
-        why = cap_refusal(pool, refusal.pools, refusal.cap)
-        if why is None:
-            return False
-        self._failed[pool] = (until, why, True)
-        return True
+    def _past_cap(self, pool: str, now: float) -> str | None:
+        """(holding ``_wake``) The cap's last refusal, still current at ``now``, for ``pool``
+        when the cluster did not hold it then (kept once, not a pool: names are unbounded)."""
+        if self._capped is None or self._capped[0] <= now:
+            return None
+        refusal = self._capped[1]
+        return cap_refusal(pool, refusal.pools, refusal.cap)
 
     def _next(self) -> str | None:
         """(holding ``_wake``) The first pool asked that no thread is on yet."""
@@ -139,6 +139,6 @@ class WorkTopics:
                 self._failed[pool] = (until, why, capped is not None)
                 if capped is not None and capped.cap > 0:
                     self._capped = (until, capped)
-                    for waiting in [p for p in self._asked if p not in self._busy]:
-                        if self._past_cap(waiting):  # answered the same, not asked
-                            self._asked.remove(waiting)
+                    now = self._clock()
+                    self._asked = [p for p in self._asked if p in self._busy
+                                   or self._past_cap(p, now) is None]  # fmt: skip
