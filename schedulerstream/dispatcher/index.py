@@ -97,6 +97,10 @@ class PartitionIndex:
     def active(self, job_key: str) -> list[str]:
         return sorted(self._active.get(job_key, ()))
 
+    def active_ids(self, job_key: str) -> frozenset[str] | set[str]:
+        """The job's active run ids, unsorted (not to be changed)."""
+        return self._active.get(job_key, frozenset())
+
     # -- rare keys ------------------------------------------------------------------------
     def mark(self, key: bytes) -> None:
         """``key`` (of a ``MARKED`` prefix) is about to be written."""

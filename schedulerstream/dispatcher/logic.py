@@ -289,7 +289,7 @@ class DispatchLogic:
             return False
         if run.attempt > 0 or run.trigger == notices.NOTIFICATION:
             return True
-        return not self.overlap.active_others(pc, run)
+        return not self.overlap.may_have_others(pc, run)
 
     def _start(self, pc: PartitionContext, run: RunRecord, now_us: int, host: str | None,
                due_us: int = 0) -> Start | None:  # fmt: skip

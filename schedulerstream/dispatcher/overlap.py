@@ -39,11 +39,11 @@ class OverlapPolicy:
             store.delete(qkey, logged=False)
             self.runs.finish(pc, run, SKIPPED, now_us, gone)
             return False
-        others = self.active_others(pc, run)
-        if not others:
-            return True
         policy = self.runs.spec(run).overlap_policy
         if policy == "allow":
+            return True  # the job's active runs are not looked at (each is a record to read)
+        others = self.active_others(pc, run)
+        if not others:
             return True
         if policy == "replace":
             for other in others:
@@ -62,6 +62,13 @@ class OverlapPolicy:
         reason = f"overlap_policy {policy}: {others[0].run_id} is still active"
         self.runs.finish(pc, run, SKIPPED, now_us, reason)
         return False
+
+    def may_have_others(self, pc: PartitionContext, run: RunRecord) -> bool:
+        """Are other runs of the job indexed active (some may have ended: no record is read)?"""
+        return any(
+            other_id != run.run_id and not notices.is_notification(other_id)
+            for other_id in pc.index.active_ids(run.job_key)
+        )
 
     def active_others(self, pc: PartitionContext, run: RunRecord) -> list[RunRecord]:
         """The job's other runs that started and have not finished."""
