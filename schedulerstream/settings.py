@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     backfill_chunk: int = Field(default=1000, ge=1, le=1_000_000)
     # backfill runs a second a partition, all tenants together, split evenly between them: a
     # backfill of millions of runs must not bury the runs due now (scheduler/backfills.py)
-    backfill_rate: float = Field(default=200.0, gt=0, le=1_000_000)
+    backfill_rate: float = Field(default=50.0, gt=0, le=1_000_000)
     max_catch_up_instants: int = Field(default=10_000, ge=1)
     # failure detection: a member silent this long leaves the group (README.md, "Failover")
     session_timeout_ms: int = Field(default=2000, ge=1000)

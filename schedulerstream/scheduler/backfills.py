@@ -25,7 +25,7 @@ from schedulerstream.scheduler.state import JobState
 from schedulerstream.scheduler.timers import Emission, Missed, next_instant, schedule_next, span
 from schedulerstream.scheduler.writer import Output
 
-BACKFILL_RATE = 200.0  # runs a second a partition, all tenants (the settings' default)
+BACKFILL_RATE = 50.0  # runs a second a partition, all tenants (the settings' default)
 MICROS = 1_000_000
 
 
