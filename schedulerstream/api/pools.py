@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 FRESH_S = 5.0
 RECHECK_S = 1.0
 TIMEOUT_S = 5.0
+FAILED_BACKOFF_S = 30.0  # after a listing failed, the next one waits this long
 
 
 class ClusterPools:
@@ -35,22 +36,28 @@ class ClusterPools:
         self._prefix = settings.topics.work_prefix
         self._topics = topics
         self._clock = clock
-        self._lock = threading.Lock()  # one listing at a time; the others wait for it
+        self._lock = threading.Lock()  # held by the one listing under way
         self._pools: frozenset[str] | None = None  # None: the last listing failed
         self._listed_at = -math.inf
 
     def refusal(self, pool: str) -> str | None:
         """Why no job may name ``pool`` now (None: it may, as far as the API knows)."""
-        with self._lock:
-            why = self._refusal(pool, FRESH_S)
-            return why if why is None else self._refusal(pool, RECHECK_S)
+        why = self._refusal(pool, FRESH_S)
+        return why if why is None else self._refusal(pool, RECHECK_S)
 
     def _refusal(self, pool: str, max_age_s: float) -> str | None:
-        if self._clock() - self._listed_at >= max_age_s:
-            self._listed_at = self._clock()
+        # one listing at a time; a request that finds one under way takes the answer in hand
+        # (a cluster that does not answer holds one request, not every one in turn)
+        if self._clock() - self._listed_at >= max_age_s and self._lock.acquire(blocking=False):
             try:
-                self._pools = work_pools(self._topics(TIMEOUT_S), self._prefix)
-            except SchedulerStreamError as exc:
-                log.warning("worker pools not known (new pools are not refused): %s", exc)
-                self._pools = None
-        return None if self._pools is None else cap_refusal(pool, self._pools, self._cap)
+                try:
+                    self._pools = work_pools(self._topics(TIMEOUT_S), self._prefix)
+                    self._listed_at = self._clock()
+                except SchedulerStreamError as exc:
+                    log.warning("worker pools not known (new pools are not refused): %s", exc)
+                    self._pools = None
+                    self._listed_at = self._clock() + FAILED_BACKOFF_S - FRESH_S
+            finally:
+                self._lock.release()
+        pools = self._pools
+        return None if pools is None else cap_refusal(pool, pools, self._cap)

@@ -10,15 +10,15 @@ the first use of another.
 
 A new pool past ``SCHEDULERSTREAM_MAX_WORK_POOLS`` gets no topic (``TooManyWorkPools``, which
 ``topic`` raises again: its runs are refused). That answer names the pools the cluster held:
-until it is asked again, another pool not among them is answered the same at once, without
-a round trip, so one tenant naming thousands of new pools keeps no thread from the pools
-that exist. Every failure is asked again after ``RETRY_AFTER_S`` (a raised cap, a pool's
-topic an operator deleted).
+until it is asked again, another pool not among them is answered at once, without a round
+trip, as a failure to retry (its topic may have been made since; its own answer refuses), so
+one tenant naming thousands of new pools keeps no thread from the pools that exist. Every
+failure is asked again after ``RETRY_AFTER_S`` (a raised cap, a pool's topic an operator
+deleted).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -74,9 +74,11 @@ class WorkTopics:
             if name is not None:
                 return name
             failed = self._failed.get(pool)
-            if failed is None or failed[0] <= self._clock():  # the cap's answer, if it gave one
-                capped = self._past_cap(pool, -math.inf)
-                failed = failed if capped is None else (0.0, capped, True)
+            if failed is None or failed[0] <= self._clock():
+                # the cap's answer about other pools: the pool may have been made since
+                # (a worker past the cap, another dispatcher), so retried, not refused
+                capped = self._past_cap(pool, self._clock())
+                failed = failed if capped is None else (0.0, capped, False)
         if failed is None:
             raise SchedulerStreamError("its work topic is not known yet")
         raise (TooManyWorkPools if failed[2] else SchedulerStreamError)(failed[1])

@@ -44,6 +44,7 @@ P = "P"
 COMPACT = "compact"
 DELETE = "delete"
 _MAKING_WORK_TOPICS = threading.Lock()  # a capped ensure_work_topic's count and create
+_MADE_WORK_TOPICS: set[str] = set()  # work topics this process made, not shown yet
 
 
 @dataclass(frozen=True)
@@ -571,14 +572,17 @@ def ensure_work_topic(
         _create(admin, settings, [topic], timeout)
         wait_for_topics(settings, [topic.name], timeout)
         return topic
-    with _MAKING_WORK_TOPICS:  # counted and made (and visible) before another is counted
-        cluster = _partition_counts(admin, settings, timeout)
+    with _MAKING_WORK_TOPICS:  # counted and made before another is counted
+        cluster = set(_partition_counts(admin, settings, timeout)) | _MADE_WORK_TOPICS
         pools = work_pools(cluster, settings.topics.work_prefix)
         refused = cap_refusal(pool, pools, cap)
         if refused is not None:
             raise TooManyWorkPools(refused, pools, cap)
         _create(admin, settings, [topic], timeout)
-        wait_for_topics(settings, [topic.name], timeout)
+        _MADE_WORK_TOPICS.add(topic.name)  # counted even before the metadata shows it
+    wait_for_topics(settings, [topic.name], timeout)  # not under the lock: other pools go on
+    with _MAKING_WORK_TOPICS:
+        _MADE_WORK_TOPICS.discard(topic.name)  # the metadata shows it now
     return topic
 
 

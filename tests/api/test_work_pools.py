@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from schedulerstream.api.jobs import _check_targets
-from schedulerstream.api.pools import FRESH_S, RECHECK_S, ClusterPools
+from schedulerstream.api.pools import FAILED_BACKOFF_S, FRESH_S, RECHECK_S, ClusterPools
 from schedulerstream.contracts.work_pools import CAP_VARIABLE
 from schedulerstream.errors import SchedulerStreamError, ValidationError
 from schedulerstream.model import JobDefinition
@@ -74,7 +74,9 @@ def test_a_cluster_that_does_not_answer_refuses_nothing() -> None:
     assert cluster.listed == 1  # not asked again at each request either
     cluster.down = False
     now[0] += FRESH_S
-    assert pools.refusal("new") is not None
+    assert pools.refusal("new") is None and cluster.listed == 1  # it backs off a while
+    now[0] += FAILED_BACKOFF_S - FRESH_S
+    assert pools.refusal("new") is not None and cluster.listed == 2
 
 
 class NoGrants:
