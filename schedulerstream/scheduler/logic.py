@@ -188,9 +188,14 @@ class SchedulerLogic:
         try:
             plan = self.jobs.plan_of(store, job_key, old)
         except CodecError as exc:
-            log.warning("job %s: version %d is replaced without emitting what was due: %s",
-                        job_key, old.version, exc)  # fmt: skip
-            return old
+            log.warning("job %s: version %d is replaced without emitting what was due (nor "
+                        "its catch-up): %s", job_key, old.version, exc)  # fmt: skip
+            if not (old.backfills and old.backfills[0].catch_up):
+                return old
+            kept = old.copy()
+            kept.backfills = [b for b in kept.backfills if not b.catch_up]
+            self.jobs.save(store, job_key, old, kept)
+            return kept
         settled = self._emit_due(store, out, partition, job_key, old, now_us)
         if not (settled.backfills and settled.backfills[0].catch_up):
             return settled

@@ -6,8 +6,9 @@ Late instants older than ``catch_up_window`` are always missed; within the windo
 decides: ``skip`` emits none, ``fire_once`` the latest, ``catch_up`` all: ``advance`` queues
 them as a catch-up cursor among the job's backfills, emitted in order at the partition's backfill
 rate (shared between tenants), so a tenant's jobs resumed far behind cannot flood the runs topic;
-the job's on-time runs do not wait for them, unless it has ``max_runs`` (its late runs count
-first). Every dropped instant is reported in a ``Missed`` record, never silently lost.
+the job's on-time runs do not wait for them. A job with ``max_runs`` emits its late runs at once,
+ahead of its on-time ones (they count first; ``max_runs`` bounds them). Every dropped instant
+is reported in a ``Missed`` record, never silently lost.
 
 Dropped instants are counted exactly by arithmetic when the schedule can (a
 ``CountableSchedule``: an interval, a one-shot, either bounded by start/end). Otherwise they are
@@ -167,15 +168,12 @@ def advance(
         if plan.misfire_policy != "catch_up":
             cursor = _drop_late(plan, span(next_after, schedule, first, late_cut), first,
                                 now_us, chosen, result)  # fmt: skip
-        elif not timers.inline_catch_up:  # emitted at the backfill rate, not in one go
-            add_catch_up(state, cursor, late_cut)
+        elif not timers.inline_catch_up and plan.max_runs is None:
+            add_catch_up(state, cursor, late_cut)  # emitted at the backfill rate, in order
             cursor = late_cut - 1
-    if plan.max_runs is not None and state.backfills and state.backfills[0].catch_up:
-        # its late runs count against max_runs first: the on-time ones wait for them
-        _hold(state, plan, cursor, now_us, next_after)
-        return result
 
-    late: list[int] = []  # catch_up's, inline (TimerSettings.inline_catch_up)
+    # catch_up's, at once: with TimerSettings.inline_catch_up, or max_runs (they count first)
+    late: list[int] = []
     budget = timers.count_cap
     while budget > 0:
         instant = next_after(schedule, cursor)
@@ -229,18 +227,6 @@ def _drop_late(
     else:
         result.missed.append(Missed(first, late.last, late.count, late.capped, "misfire skip"))
     return late.last
-
-
-HOLD_US = 1_000_000  # a job of max_runs catching up is looked at again this often
-
-
-def _hold(state: JobState, plan: JobPlan, cursor: int, now_us: int, next_after: NextAfter) -> None:
-    """A job with ``max_runs`` and a catch-up pending emits nothing on time until it is done
-    (its instants that become late meanwhile join the catch-up): it is due again in a second."""
-    state.fired_through_us = max(state.fired_through_us, cursor)
-    schedule_next(state, plan, next_after)
-    if state.next_emit_us is not None:
-        state.next_emit_us = max(state.next_emit_us, now_us + HOLD_US)
 
 
 def add_catch_up(state: JobState, after_us: int, before_us: int) -> None:
