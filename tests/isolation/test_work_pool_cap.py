@@ -102,12 +102,14 @@ def test_a_tenant_naming_new_pools_past_the_cap_is_refused_and_stops_no_other_te
         events = attempt_events(topo)
         capped = [j for j in greedy if j.target.pool not in pools]  # type: ignore[union-attr]
         assert len(capped) == GREEDY_POOLS - (CAP - 1)
-        for definition in capped:  # each of its runs failed, refused: none was retried
+        for definition in capped:  # each of its runs failed: refused by its pool's own
+            # answer, or retried while another pool's refusal answered for it (its topic
+            # might have been made since), until its attempts ran out
             pool = definition.target.pool  # type: ignore[union-attr]
             ended = [e for e in events[definition.key] if e["kind"] not in ("accepted", "started")]
-            assert ended and {e["kind"] for e in ended} == {"failed"}, ended[:3]
-            for event in ended:
-                assert event["reason"].startswith(f"worker pool {pool!r} has no work topic")
+            assert ended and {e["kind"] for e in ended} <= {"failed", "dead_lettered"}, ended[:3]
+            for event in (e for e in ended if e["kind"] == "failed"):
+                assert f"worker pool {pool!r} has no work topic" in event["reason"], event
                 assert f"{CAP_VARIABLE}={CAP}" in event["reason"], event
         healthy_kinds = {e["kind"] for j in healthy for e in events[j.key]}
         assert healthy_kinds <= {"accepted", "started", "succeeded"}, healthy_kinds
